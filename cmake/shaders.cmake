@@ -1,0 +1,42 @@
+# Compiles every shader variant listed in shaders/variants.cmake to SPIR-V, validates it with
+# spirv-val, and embeds the words in the library (no GLSL at run time).
+#
+# A variant is: vkspec_shader(<name> <source.comp> [DEFINES A=1 B ...])
+# The name is what src/ops/<op>.cpp asks the shader registry for.
+
+set(VKSPEC_SHADER_NAMES "")
+set(VKSPEC_SPV_FILES "")
+set(_spv_dir ${CMAKE_CURRENT_BINARY_DIR}/spv)
+file(MAKE_DIRECTORY ${_spv_dir} ${CMAKE_CURRENT_BINARY_DIR}/generated)
+file(GLOB VKSPEC_SHADER_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/*.glsl)
+
+function(vkspec_shader name source)
+  cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
+  set(defs "")
+  foreach(d ${ARG_DEFINES})
+    list(APPEND defs "-D${d}")
+  endforeach()
+  set(spv ${_spv_dir}/${name}.spv)
+  add_custom_command(
+    OUTPUT ${spv}
+    COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I ${CMAKE_CURRENT_SOURCE_DIR}/shaders ${defs}
+            -o ${spv} ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${source}
+    COMMAND ${SPIRV_VAL} --target-env vulkan1.2 ${spv}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${source} ${VKSPEC_SHADER_INCLUDES}
+    COMMENT "glslc + spirv-val ${name}"
+    VERBATIM)
+  set(VKSPEC_SHADER_NAMES ${VKSPEC_SHADER_NAMES} ${name} PARENT_SCOPE)
+  set(VKSPEC_SPV_FILES ${VKSPEC_SPV_FILES} ${spv} PARENT_SCOPE)
+endfunction()
+
+include(${CMAKE_CURRENT_SOURCE_DIR}/shaders/variants.cmake)
+
+set(VKSPEC_SHADER_CPP ${CMAKE_CURRENT_BINARY_DIR}/generated/embedded_shaders.cpp)
+add_custom_command(
+  OUTPUT ${VKSPEC_SHADER_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${VKSPEC_SHADER_CPP} -DSPV_DIR=${_spv_dir}
+          "-DNAMES=${VKSPEC_SHADER_NAMES}" -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+  DEPENDS ${VKSPEC_SPV_FILES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+  COMMENT "embedding SPIR-V"
+  VERBATIM)
+add_custom_target(vkspec_shaders DEPENDS ${VKSPEC_SHADER_CPP})

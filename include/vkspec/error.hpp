@@ -1,0 +1,27 @@
+// Errors that explain: every failure names the call or the file/field and what was expected.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <volk.h>
+
+namespace vkspec {
+
+// Everything vkspec throws. The message is meant for the user: it names the problem.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* vk_result_name(VkResult r);
+
+[[noreturn]] void throw_vk_error(VkResult r, const char* call, const char* file, int line);
+
+inline void check_vk(VkResult r, const char* call, const char* file, int line) {
+  if (r != VK_SUCCESS) throw_vk_error(r, call, file, line);
+}
+
+}  // namespace vkspec
+
+// Setup-time Vulkan calls: a failure throws vkspec::Error with the call, file, line and VkResult.
+#define VKSPEC_VK(call) ::vkspec::check_vk((call), #call, __FILE__, __LINE__)

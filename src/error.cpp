@@ -1,0 +1,43 @@
+#include "vkspec/error.hpp"
+
+#include <sstream>
+
+namespace vkspec {
+
+const char* vk_result_name(VkResult r) {
+  switch (r) {
+#define CASE(x) \
+  case x:       \
+    return #x;
+    CASE(VK_SUCCESS)
+    CASE(VK_NOT_READY)
+    CASE(VK_TIMEOUT)
+    CASE(VK_INCOMPLETE)
+    CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+    CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    CASE(VK_ERROR_INITIALIZATION_FAILED)
+    CASE(VK_ERROR_DEVICE_LOST)
+    CASE(VK_ERROR_MEMORY_MAP_FAILED)
+    CASE(VK_ERROR_LAYER_NOT_PRESENT)
+    CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+    CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+    CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+    CASE(VK_ERROR_TOO_MANY_OBJECTS)
+    CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    CASE(VK_ERROR_FRAGMENTED_POOL)
+    CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+    CASE(VK_ERROR_INVALID_SHADER_NV)
+#undef CASE
+    default:
+      return "VK_ERROR_(unknown)";
+  }
+}
+
+void throw_vk_error(VkResult r, const char* call, const char* file, int line) {
+  std::ostringstream os;
+  os << call << " failed with " << vk_result_name(r) << " (" << static_cast<int>(r) << ") at " << file << ":"
+     << line;
+  throw Error(os.str());
+}
+
+}  // namespace vkspec
