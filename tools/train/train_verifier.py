@@ -14,10 +14,10 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import Verifier
 
-WORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work")
+WORK = os.environ.get("TRAIN_WORK", os.path.join(os.path.dirname(os.path.abspath(__file__)), "work"))
 CFG = dict(vocab=256, dim=192, n_layer=6, n_head=6, n_kv=3, ffn=512, eps=1e-5,
            theta=10000.0, ctx=256, tied=False)
-HP = dict(seed=1234, steps=2800, batch=16, seq=256, lr=3e-3, min_lr=2e-4, warmup=100,
+HP = dict(seed=1234, steps=int(os.environ.get("VERIFIER_STEPS", 2800)), batch=16, seq=256, lr=3e-3, min_lr=2e-4, warmup=100,
           wd=0.1, beta1=0.9, beta2=0.95, clip=1.0, eval_every=200, ckpt_every=200,
           eval_windows=64)
 
