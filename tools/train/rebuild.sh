@@ -1,0 +1,28 @@
+#!/bin/sh
+# Rebuild models/verifier.gguf, models/head{1,2}/, models/prompts.txt from Debian packages.
+# Deterministic: fixed seeds, 1 thread, step-indexed data sampling. Bit-for-bit identical
+# on the same torch (Debian python3-torch 1.13) / OpenBLAS build and CPU class.
+# Intermediate files go to tools/train/work/ (gitignored). Set RESUME=1 to keep the
+# checkpoints of an interrupted run (training resumes exactly where it stopped).
+set -eu
+cd "$(dirname "$0")"
+PY=/usr/bin/python3
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+if [ "$(id -u)" = 0 ]; then
+  apt-get install -y linux-doc-6.1=6.1.192-2 python3.11-doc=3.11.2-6+deb12u9 \
+    python3-torch python3-numpy libopenblas0-openmp
+fi
+mkdir -p work
+[ "${RESUME:-0}" = 1 ] || rm -f work/*_ckpt.pt work/*.pt work/*_log.txt
+$PY corpus.py                 # -> work/train.bin, work/heldout.bin, work/manifest.json
+$PY train_verifier.py         # -> work/verifier.pt   (~55 min on one core)
+$PY train_heads.py 1          # -> work/head1.pt
+$PY train_heads.py 2          # -> work/head2.pt (boosted on head-1 misses)
+$PY train_heads.py eval       # -> work/heads_eval.json
+$PY export_gguf.py            # -> ../../models/verifier.gguf
+$PY check_gguf.py             # numpy GGUF forward == torch forward
+$PY export_heads.py           # -> ../../models/head{1,2}/
+$PY check_heads.py            # numpy head (rotate_half, HF layout) == torch head
+$PY make_prompts.py           # -> ../../models/prompts.txt
+$PY eval_verifier.py          # held-out loss of the exported GGUF weights
+sha256sum ../../models/verifier.gguf ../../models/head1/* ../../models/head2/* ../../models/prompts.txt
