@@ -1,0 +1,219 @@
+// Plain loops on purpose: this is the reference the fast paths are checked against, so it
+// should be obviously right rather than fast. Dot products use 8 partial sums only so the
+// compiler can vectorise them without -ffast-math; the summation order is fixed.
+#include "cpu_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace vkspec::test {
+
+namespace {
+
+float dot(const float* a, const float* b, int n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
+  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+
+// y (out) = W (out, in) x (in) [+ b (out)]
+void matvec(float* y, const float* W, const float* x, int in, int out, const float* b = nullptr) {
+  for (int o = 0; o < out; ++o) y[o] = dot(W + size_t(o) * in, x, in) + (b ? b[o] : 0.0f);
+}
+
+// y (C) = x / sqrt(mean(x^2) + eps) * w
+void rmsnorm(float* y, const float* x, const float* w, int C, float eps) {
+  double ss = 0;
+  for (int i = 0; i < C; ++i) ss += double(x[i]) * x[i];
+  const float r = float(1.0 / std::sqrt(ss / C + eps));
+  for (int i = 0; i < C; ++i) y[i] = x[i] * r * w[i];
+}
+
+// Consecutive pairs (2i, 2i+1) within each head, angle pos * theta^(-2i/D): llama.cpp's
+// "normal" RoPE for GGUF llama models (and llama2.c's).
+void rope(float* v, int heads, int D, int pos, float theta) {
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < D / 2; ++i) {
+      const double freq = std::pow(double(theta), -2.0 * i / D);
+      const double a = pos * freq;
+      const float c = float(std::cos(a)), s = float(std::sin(a));
+      float* p = v + size_t(h) * D + 2 * i;
+      const float x0 = p[0], x1 = p[1];
+      p[0] = x0 * c - x1 * s;
+      p[1] = x0 * s + x1 * c;
+    }
+}
+
+std::vector<float> load(const GgufFile& f, const std::string& name) {
+  return dequantize_tensor(f.require_tensor(name));
+}
+
+}  // namespace
+
+uint32_t argmax(std::span<const float> x) {
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < x.size(); ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+CpuReference::CpuReference(const GgufFile& f, int max_ctx) : cfg_(read_llama_config(f)) {
+  cap_ = max_ctx > 0 ? max_ctx : cfg_.ctx;
+  embd_ = load(f, "token_embd.weight");
+  norm_ = load(f, "output_norm.weight");
+  if (!cfg_.tied_output) out_ = load(f, "output.weight");
+  for (int l = 0; l < cfg_.L; ++l) {
+    auto t = [&](const char* s) { return load(f, blk_name(l, s)); };
+    Layer ly;
+    ly.attn_norm = t("attn_norm.weight");
+    ly.wq = t("attn_q.weight");
+    ly.wk = t("attn_k.weight");
+    ly.wv = t("attn_v.weight");
+    if (cfg_.qkv_bias) {
+      ly.bq = t("attn_q.bias");
+      ly.bk = t("attn_k.bias");
+      ly.bv = t("attn_v.bias");
+    }
+    ly.wo = t("attn_output.weight");
+    ly.ffn_norm = t("ffn_norm.weight");
+    ly.gate = t("ffn_gate.weight");
+    ly.up = t("ffn_up.weight");
+    ly.down = t("ffn_down.weight");
+    layers_.push_back(std::move(ly));
+  }
+  const size_t kvd = size_t(cfg_.Hkv) * cfg_.D;
+  kcache_.assign(size_t(cfg_.L) * cap_ * kvd, 0.0f);
+  vcache_.assign(size_t(cfg_.L) * cap_ * kvd, 0.0f);
+}
+
+CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens) {
+  std::vector<int> pos(tokens.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = t_ + int(i);
+  return forward(tokens, pos);
+}
+
+CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens, std::span<const int> positions,
+                                           std::span<const uint8_t> mask) {
+  const int N = int(tokens.size());
+  const int C = cfg_.C, H = cfg_.H, Hkv = cfg_.Hkv, D = cfg_.D, F = cfg_.F, V = cfg_.V;
+  const int QD = H * D, KVD = Hkv * D, group = H / Hkv;
+  if (positions.size() != tokens.size()) throw std::invalid_argument("forward: positions size != tokens size");
+  if (!mask.empty() && mask.size() != size_t(N) * N) throw std::invalid_argument("forward: mask must be N*N");
+  if (t_ + N > cap_) throw std::invalid_argument("forward: KV cache capacity exceeded");
+  for (uint32_t tok : tokens)
+    if (tok >= uint32_t(V)) throw std::invalid_argument("forward: token id out of range");
+  auto visible = [&](int i, int j) { return mask.empty() ? j <= i : mask[size_t(i) * N + j] != 0; };
+
+  std::vector<float> x(size_t(N) * C);  // (N, C) residual stream
+  for (int i = 0; i < N; ++i) std::memcpy(&x[size_t(i) * C], &embd_[size_t(tokens[i]) * C], C * sizeof(float));
+
+  std::vector<float> xn(C), q(size_t(N) * QD), att(QD), o(C), g(F), u(F), scores(t_ + N);
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (int l = 0; l < cfg_.L; ++l) {
+    const Layer& ly = layers_[l];
+    float* kc = &kcache_[size_t(l) * cap_ * KVD];  // (cap, Hkv*D)
+    float* vc = &vcache_[size_t(l) * cap_ * KVD];
+    // q, k, v for every row first: a row may attend to any other row of this call.
+    for (int i = 0; i < N; ++i) {
+      rmsnorm(xn.data(), &x[size_t(i) * C], ly.attn_norm.data(), C, cfg_.rms_eps);
+      float* qi = &q[size_t(i) * QD];
+      float* ki = kc + size_t(t_ + i) * KVD;
+      float* vi = vc + size_t(t_ + i) * KVD;
+      matvec(qi, ly.wq.data(), xn.data(), C, QD, cfg_.qkv_bias ? ly.bq.data() : nullptr);
+      matvec(ki, ly.wk.data(), xn.data(), C, KVD, cfg_.qkv_bias ? ly.bk.data() : nullptr);
+      matvec(vi, ly.wv.data(), xn.data(), C, KVD, cfg_.qkv_bias ? ly.bv.data() : nullptr);
+      rope(qi, H, D, positions[i], cfg_.rope_theta);
+      rope(ki, Hkv, D, positions[i], cfg_.rope_theta);
+    }
+    for (int i = 0; i < N; ++i) {
+      for (int h = 0; h < H; ++h) {
+        const int kh = h / group;  // GQA: query heads share kv head h / (H / Hkv)
+        const float* qh = &q[size_t(i) * QD + size_t(h) * D];
+        // Keys visible to row i: committed [0, t) and this call's rows j where visible(i, j).
+        float mx = -INFINITY;
+        for (int s = 0; s < t_ + N; ++s) {
+          const bool vis = s < t_ || visible(i, s - t_);
+          scores[s] = vis ? dot(qh, kc + size_t(s) * KVD + size_t(kh) * D, D) * scale : -INFINITY;
+          mx = std::max(mx, scores[s]);
+        }
+        double sum = 0;
+        for (int s = 0; s < t_ + N; ++s) {
+          scores[s] = scores[s] == -INFINITY ? 0.0f : std::exp(scores[s] - mx);
+          sum += scores[s];
+        }
+        float* ah = &att[size_t(h) * D];
+        std::fill(ah, ah + D, 0.0f);
+        for (int s = 0; s < t_ + N; ++s) {
+          if (scores[s] == 0.0f) continue;
+          const float w = float(scores[s] / sum);
+          const float* vs = vc + size_t(s) * KVD + size_t(kh) * D;
+          for (int d = 0; d < D; ++d) ah[d] += w * vs[d];
+        }
+      }
+      float* xi = &x[size_t(i) * C];
+      matvec(o.data(), ly.wo.data(), att.data(), QD, C);
+      for (int c = 0; c < C; ++c) xi[c] += o[c];
+    }
+    for (int i = 0; i < N; ++i) {
+      float* xi = &x[size_t(i) * C];
+      rmsnorm(xn.data(), xi, ly.ffn_norm.data(), C, cfg_.rms_eps);
+      matvec(g.data(), ly.gate.data(), xn.data(), C, F);
+      matvec(u.data(), ly.up.data(), xn.data(), C, F);
+      for (int k = 0; k < F; ++k) g[k] = g[k] / (1.0f + std::exp(-g[k])) * u[k];  // silu(gate) * up
+      matvec(o.data(), ly.down.data(), g.data(), F, C);
+      for (int c = 0; c < C; ++c) xi[c] += o[c];
+    }
+  }
+
+  Output out;
+  out.hidden.resize(size_t(N) * C);
+  out.logits.resize(size_t(N) * V);
+  const float* W = cfg_.tied_output ? embd_.data() : out_.data();  // (V, C)
+  for (int i = 0; i < N; ++i) {
+    rmsnorm(&out.hidden[size_t(i) * C], &x[size_t(i) * C], norm_.data(), C, cfg_.rms_eps);
+    matvec(&out.logits[size_t(i) * V], W, &out.hidden[size_t(i) * C], C, V);
+  }
+  if (mask.empty()) t_ += N;
+  return out;
+}
+
+void CpuReference::commit_rows(std::span<const int> rows) {
+  const size_t KVD = size_t(cfg_.Hkv) * cfg_.D;
+  // Rows are ascending along a path (parents before children), so row k moves to slot t+k
+  // with t+k <= t+rows[k]: copying in order never reads a slot already overwritten.
+  for (int l = 0; l < cfg_.L; ++l) {
+    float* kc = &kcache_[size_t(l) * cap_ * KVD];
+    float* vc = &vcache_[size_t(l) * cap_ * KVD];
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (k > 0 && rows[k] <= rows[k - 1]) throw std::invalid_argument("commit_rows: rows must ascend");
+      std::memmove(kc + (t_ + k) * KVD, kc + size_t(t_ + rows[k]) * KVD, KVD * sizeof(float));
+      std::memmove(vc + (t_ + k) * KVD, vc + size_t(t_ + rows[k]) * KVD, KVD * sizeof(float));
+    }
+  }
+  t_ += int(rows.size());
+}
+
+void CpuReference::truncate(int t) { t_ = std::min(t_, std::max(0, t)); }
+
+std::vector<uint32_t> CpuReference::greedy(std::span<const uint32_t> prompt, int n_new) {
+  reset();
+  std::vector<uint32_t> outs;
+  if (n_new <= 0) return outs;
+  Output o = forward(prompt);
+  uint32_t next = argmax(std::span<const float>(o.logits).subspan(size_t(prompt.size() - 1) * cfg_.V, cfg_.V));
+  outs.push_back(next);
+  while (int(outs.size()) < n_new) {
+    o = forward(std::span<const uint32_t>(&next, 1));
+    next = argmax(o.logits);
+    outs.push_back(next);
+  }
+  return outs;
+}
+
+}  // namespace vkspec::test
