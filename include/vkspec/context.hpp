@@ -1,0 +1,181 @@
+// The Vulkan context: instance, physical device, logical device, one compute queue.
+//
+// No global state: each Context owns (or adopts) its device and carries its own device-level
+// function table, so several runtimes — or a game's own VkDevice — live in one process.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <volk.h>
+
+#include "vkspec/error.hpp"
+
+namespace vkspec {
+
+// Everything kernel selection may depend on, filled once from Vulkan queries.
+struct DeviceCaps {
+  std::string name;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint32_t vendor_id = 0, device_id = 0, driver_version = 0, api_version = 0;
+  std::string driver_name, driver_info;
+  std::array<uint8_t, VK_UUID_SIZE> uuid{};
+
+  uint32_t subgroup_size = 1;      // default size of compute subgroups
+  uint32_t min_subgroup_size = 1;  // from VK_EXT_subgroup_size_control (== subgroup_size without it)
+  uint32_t max_subgroup_size = 1;
+  bool subgroup_size_control = false;  // can pin a pipeline's subgroup size
+  bool compute_full_subgroups = false;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute
+  bool subgroup_shuffle = false;
+
+  bool fp16_arithmetic = false;  // shaderFloat16
+  bool int8_arithmetic = false;  // shaderInt8
+  bool storage_16bit = false;    // storageBuffer16BitAccess
+  bool storage_8bit = false;     // storageBuffer8BitAccess
+
+  uint32_t max_shared_memory = 16384;
+  uint64_t max_storage_buffer_range = 1ull << 27;
+  uint64_t max_uniform_buffer_range = 16384;
+  uint64_t max_texel_buffer_elements = 65536;
+  uint32_t max_workgroup_invocations = 128;
+  std::array<uint32_t, 3> max_workgroup_size{128, 1, 1};
+  std::array<uint32_t, 3> max_workgroup_count{65535, 65535, 65535};
+  uint32_t max_push_constants = 128;
+  uint64_t min_storage_buffer_offset_alignment = 256;
+  uint64_t min_uniform_buffer_offset_alignment = 256;
+  uint64_t min_texel_buffer_offset_alignment = 256;
+  float timestamp_period_ns = 0;  // 0: no timestamps on the compute queue
+  uint64_t device_local_bytes = 0;
+  bool unified_memory = false;  // a device-local memory type is also host-visible
+
+  // Driver quirks: behaviour that capability queries cannot tell, each with the reason. They
+  // are set in one place (context.cpp, derive_quirks) from what the driver reports, never from
+  // vendor names.
+  struct Quirks {
+    // CPU rasterizers (llvmpipe/lavapipe) lower each storage-buffer load to a per-lane loop
+    // with a bounds check per component; reading weights through a uniform texel buffer
+    // (texelFetch on RGBA32UI) is 3-5x faster there and also sidesteps maxStorageBufferRange.
+    bool weights_via_texel_buffer = false;
+    // On the same drivers each dispatch costs ~40 us, so fused kernels and more rows per
+    // invocation pay off more than occupancy.
+    bool expensive_dispatch = false;
+  } quirks;
+
+  bool is_cpu() const { return type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
+  std::string type_name() const;
+};
+
+struct ContextOptions {
+  // Device choice: "" → VKSPEC_DEVICE env var, else prefer discrete > integrated > virtual > CPU.
+  // Otherwise a decimal index into the enumeration or a case-insensitive name substring.
+  std::string device;
+  // Khronos validation (with synchronization validation). Messages are collected (see
+  // Context::take_validation_messages) and echoed to stderr.
+  bool validation = false;
+  // Directory for the on-disk pipeline cache; "" → $XDG_CACHE_HOME/vkspec or ~/.cache/vkspec;
+  // "-" disables it.
+  std::string pipeline_cache_dir;
+  // Test hook: pretend maxStorageBufferRange is this many bytes (0 = the device's).
+  uint64_t storage_range_limit = 0;
+};
+
+// A caller's existing Vulkan objects. The caller keeps ownership; vkspec only borrows them and
+// must be destroyed before they are. The device must have been created with the features
+// vkspec uses enabled where available (see required_device_features() in context.cpp).
+struct AdoptedDevice {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  uint32_t api_version = VK_API_VERSION_1_2;
+};
+
+struct PhysicalDeviceInfo {
+  uint32_t index;
+  DeviceCaps caps;
+};
+
+class PipelineCache;
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& opts = {});
+  Context(const AdoptedDevice& adopted, const ContextOptions& opts = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // All Vulkan devices the loader sees, with their capabilities (creates a temporary instance).
+  static std::vector<PhysicalDeviceInfo> enumerate();
+  // Which index ContextOptions/VKSPEC_DEVICE would choose among `devices`.
+  static uint32_t choose(const std::vector<PhysicalDeviceInfo>& devices, const std::string& selector);
+
+  const DeviceCaps& caps() const { return caps_; }
+  VkDevice device() const { return device_; }
+  VkPhysicalDevice physical_device() const { return physical_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const VolkDeviceTable& vk() const { return vk_; }
+  PipelineCache& pipelines() { return *pipelines_; }
+  uint64_t storage_range() const;  // maxStorageBufferRange, or the test override
+
+  // Index of a memory type with `required` flags (and preferably `preferred` ones).
+  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                       VkMemoryPropertyFlags preferred = 0) const;
+
+  // Submits a one-off command buffer and waits for it (uploads, readbacks, setup).
+  template <class F>
+  void one_shot(F&& record);
+
+  // Validation messages collected since the last call (empty when validation is off).
+  std::vector<std::string> take_validation_messages();
+  bool validation_enabled() const { return messenger_ != VK_NULL_HANDLE; }
+
+  // Host waits performed through this context (submit + fence wait), for statistics.
+  uint64_t host_waits() const { return host_waits_; }
+  void count_host_wait() { ++host_waits_; }
+
+  VkCommandPool command_pool() const { return pool_; }
+
+ private:
+  void init_device(const ContextOptions& opts, bool own);
+  void one_shot_begin(VkCommandBuffer& cb);
+  void one_shot_end(VkCommandBuffer cb);
+  static VkBool32 VKAPI_PTR debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                           VkDebugUtilsMessageTypeFlagsEXT types,
+                                           const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
+
+  bool owns_instance_ = false, owns_device_ = false;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VolkDeviceTable vk_{};
+  DeviceCaps caps_;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  uint64_t storage_range_limit_ = 0;
+  uint64_t host_waits_ = 0;
+  std::unique_ptr<PipelineCache> pipelines_;
+  std::mutex messages_mutex_;
+  std::vector<std::string> messages_;
+};
+
+template <class F>
+void Context::one_shot(F&& record) {
+  VkCommandBuffer cb;
+  one_shot_begin(cb);
+  record(cb);
+  one_shot_end(cb);
+}
+
+}  // namespace vkspec

@@ -1,0 +1,121 @@
+// The kernels. Each op is shaders/<op>.comp + src/ops/<op>.cpp; this header is their interface.
+//
+// Dimension names: T tokens (rows), C model width, H/Hkv heads, D head width, F ffn width,
+// V vocab, K inner dimension of a matmul, N output rows of a matmul, B activation rows.
+// Activations are f32 matrices addressed by Mat{buffer, offset, stride} in floats.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vkspec/buffer.hpp"
+#include "vkspec/context.hpp"
+#include "vkspec/sequence.hpp"
+
+namespace vkspec {
+
+// An f32 matrix view: element (r, c) is buf[offset + r * stride + c].
+struct Mat {
+  const Buffer* buf = nullptr;
+  uint32_t offset = 0;
+  uint32_t stride = 0;
+  Binding in() const { return vkspec::in(*buf); }
+  Binding out() const { return vkspec::out(*buf); }
+  Mat row(uint32_t r) const { return {buf, offset + r * stride, stride}; }
+  Mat col(uint32_t c) const { return {buf, offset + c, stride}; }
+};
+
+// Per-dispatch knobs every op accepts; 0 / -1 mean "choose from DeviceCaps". Tests sweep them.
+struct KernelConfig {
+  uint32_t workgroup_size = 0;
+  int use_subgroup = -1;          // matmul: subgroupAdd reduction (needs subgroup arithmetic)
+  uint32_t required_subgroup_size = 0;
+  uint32_t rows_per_workgroup = 0;  // matmul
+  uint32_t batch_tile = 0;          // matmul: activation rows per workgroup (BMAX)
+};
+
+// ---- weights ------------------------------------------------------------------------------
+
+enum class WeightType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8 };
+const char* weight_type_name(WeightType t);
+
+// A weight matrix (N rows, K columns) on the device in the kernels' layout (shaders/weights.glsl):
+// rows padded to 32-value blocks, q8_0 scales in a separate f32 array. A matrix larger than one
+// descriptor may cover (maxStorageBufferRange, or maxTexelBufferElements texels) is split into
+// row chunks; ops dispatch once per chunk, so callers never see the split.
+struct DeviceWeight {
+  WeightType type = WeightType::F32;
+  uint32_t N = 0, K = 0;
+  uint32_t blocks_per_row = 0;  // ceil(K / 32)
+  bool texel = false;           // read through a uniform texel buffer
+  struct Chunk {
+    Buffer data;    // (rows, blocks_per_row * bytes_per_block) as uvec4 texels
+    Buffer scales;  // (rows, blocks_per_row) f32, q8_0 only (a 16-byte dummy otherwise)
+    uint32_t row_begin = 0, rows = 0;
+  };
+  std::vector<Chunk> chunks;
+  uint64_t bytes() const;  // device bytes, all chunks
+};
+
+enum class WeightPath { Auto, Texel, Storage };
+
+// `src` is GGUF layout: N rows of K values (f32 / f16 bits), or for q8_0 N rows of K/32 blocks of
+// 34 bytes (f16 scale + 32 int8). K must be a multiple of 32 for q8_0.
+DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src,
+                           WeightPath path = WeightPath::Auto);
+
+// ---- ops ----------------------------------------------------------------------------------
+
+struct MatmulArgs {
+  const Buffer* bias = nullptr;  // (N,) added to every row
+  bool accumulate = false;       // y += W x (fused residual add)
+  KernelConfig cfg{};
+};
+// y(B, N) = x(B, K) · W^T. x.stride and x.offset must be multiples of 4.
+void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});
+
+// out(T, C) = table[tokens[tok_offset + t]]
+void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, uint32_t tok_offset, Mat out, uint32_t T,
+           KernelConfig cfg = {});
+// y(T, C) = x * rsqrt(mean(x^2) + eps) * w
+void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg = {});
+
+enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half
+// x(T, H, D) rotated in place at positions pos[pos_offset + t]; the first n_rot dims rotate.
+void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
+          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg = {});
+// out(T, F) = silu(gate) * up
+void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg = {});
+// out(T, C) = a + b
+void add(Sequence& seq, Mat a, Mat b, Mat out, uint32_t T, uint32_t C, KernelConfig cfg = {});
+// y(T, V) = softmax(x * inv_temp)
+void softmax(Sequence& seq, Mat x, Mat y, uint32_t T, uint32_t V, float inv_temp = 1.0f, KernelConfig cfg = {});
+// out[out_offset + t] = argmax_v x(t, v), ties to the lower index
+void argmax(Sequence& seq, Mat x, const Buffer& out, uint32_t out_offset, uint32_t T, uint32_t V,
+            KernelConfig cfg = {});
+// ids/logp(T, k) at [o_offset + t * o_stride + j]: top-k by value with log-softmax scores, k <= 32
+void topk(Sequence& seq, Mat logits, uint32_t T, uint32_t V, uint32_t k, const Buffer& ids, const Buffer& logp,
+          uint32_t o_offset, uint32_t o_stride, KernelConfig cfg = {});
+
+// Tree-masked attention (shaders/attention.comp). q(N, H, D) rows attend to cache slots [0, t)
+// and to the cache rows t + j of their tree ancestors j (mask bit j of row i, self included), or
+// with `causal` to rows t..t+i (a chain: prompt prefill or one token). Caches are (cap, Hkv, D).
+struct AttentionArgs {
+  uint32_t N = 0, H = 0, Hkv = 0, D = 0;
+  uint32_t t = 0;  // committed length
+  Mat q, o;
+  const Buffer* k_cache = nullptr;
+  const Buffer* v_cache = nullptr;
+  const Buffer* mask = nullptr;  // (N, mask_words) u32, unused when causal
+  uint32_t mask_offset = 0;      // in u32 words
+  uint32_t mask_words = 0;
+  bool causal = true;
+};
+constexpr uint32_t kAttentionMaxDepth = 64;  // tree depth + 1 the attention kernel supports
+constexpr uint32_t kAttentionMaxHeadDim = 256;
+void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg = {});
+
+// Workgroup size for a simple kernel from the config or the device.
+uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t preferred = 64);
+
+}  // namespace vkspec

@@ -1,0 +1,90 @@
+// A Sequence records many dispatches into ONE command buffer, inserting the barriers they need,
+// and can time each dispatch with timestamp queries.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <volk.h>
+
+#include "vkspec/buffer.hpp"
+#include "vkspec/pipeline.hpp"
+
+namespace vkspec {
+
+class Context;
+
+// One descriptor of a dispatch. The access (read or write) drives barrier insertion.
+struct Binding {
+  const Buffer* buffer = nullptr;
+  VkDeviceSize offset = 0;
+  VkDeviceSize range = VK_WHOLE_SIZE;
+  bool write = false;
+};
+inline Binding in(const Buffer& b, VkDeviceSize off = 0, VkDeviceSize range = VK_WHOLE_SIZE) { return {&b, off, range, false}; }
+inline Binding out(const Buffer& b, VkDeviceSize off = 0, VkDeviceSize range = VK_WHOLE_SIZE) { return {&b, off, range, true}; }
+
+struct DispatchTiming {
+  std::string label;
+  double us;
+};
+
+class Sequence {
+ public:
+  // `max_timed`: how many dispatches can carry a timestamp (0 disables timing).
+  explicit Sequence(Context& ctx, uint32_t max_timed = 0);
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  // Starts recording (waits for a previous submission of this sequence first).
+  void begin();
+  // Records one dispatch. Bindings follow the pipeline's binding list in order; a uniform texel
+  // binding uses the buffer's RGBA32UI view. A barrier is inserted first if this dispatch touches
+  // a buffer written since the last barrier, or writes one read since then.
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr);
+  template <class Push>
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const Push& push, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
+    dispatch(p, bindings, &push, sizeof(Push), gx, gy, gz, label);
+  }
+  void copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes);
+  void fill(const Buffer& dst, uint32_t value, VkDeviceSize off = 0, VkDeviceSize bytes = VK_WHOLE_SIZE);
+  // Makes all prior writes visible to the next commands (normally automatic).
+  void barrier();
+
+  // Ends recording; a final barrier makes results visible to the host.
+  void end();
+  void submit();
+  void wait();  // one host wait (counted in Context::host_waits)
+  void run() {
+    end();
+    submit();
+    wait();
+  }
+
+  // After wait(): GPU time per timed dispatch, in recording order.
+  std::vector<DispatchTiming> timings() const;
+  uint32_t dispatch_count() const { return dispatches_; }
+  Context& context() const { return ctx_; }
+  VkCommandBuffer command_buffer() const { return cb_; }
+
+ private:
+  void touch(VkBuffer b, bool write);
+  bool hazard(VkBuffer b, bool write) const;
+  Context& ctx_;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t max_timed_ = 0, timed_ = 0, dispatches_ = 0;
+  bool recording_ = false, pending_ = false;
+  std::vector<std::string> labels_;
+  std::unordered_set<VkBuffer> written_, read_;
+};
+
+}  // namespace vkspec

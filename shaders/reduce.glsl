@@ -1,0 +1,56 @@
+// Workgroup reductions in a fixed order (pairwise tree over invocations), so a row's result is
+// the same whatever else the dispatch computes. Requires `WG` (workgroup size, constant_id 0).
+shared float red_f[WG];
+shared uint red_u[WG];
+
+float wg_sum(float v) {
+  const uint lid = gl_LocalInvocationID.x;
+  barrier();
+  red_f[lid] = v;
+  barrier();
+  for (uint n = WG; n > 1;) {
+    const uint h = (n + 1) / 2;
+    if (lid < n - h) red_f[lid] += red_f[lid + h];
+    n = h;
+    barrier();
+  }
+  return red_f[0];
+}
+
+float wg_max(float v) {
+  const uint lid = gl_LocalInvocationID.x;
+  barrier();
+  red_f[lid] = v;
+  barrier();
+  for (uint n = WG; n > 1;) {
+    const uint h = (n + 1) / 2;
+    if (lid < n - h) red_f[lid] = max(red_f[lid], red_f[lid + h]);
+    n = h;
+    barrier();
+  }
+  return red_f[0];
+}
+
+// Arg-max with ties to the lower index: returns the winning index, its value in `best`.
+uint wg_argmax(float v, uint idx, out float best) {
+  const uint lid = gl_LocalInvocationID.x;
+  barrier();
+  red_f[lid] = v;
+  red_u[lid] = idx;
+  barrier();
+  for (uint n = WG; n > 1;) {
+    const uint h = (n + 1) / 2;
+    if (lid < n - h) {
+      float o = red_f[lid + h];
+      uint oi = red_u[lid + h];
+      if (o > red_f[lid] || (o == red_f[lid] && oi < red_u[lid])) {
+        red_f[lid] = o;
+        red_u[lid] = oi;
+      }
+    }
+    n = h;
+    barrier();
+  }
+  best = red_f[0];
+  return red_u[0];
+}

@@ -1,0 +1,31 @@
+#version 450
+// In-place rotary embedding of x(T, H, D) with the position of each row read from pos(T).
+// MODE 0: consecutive pairs (2i, 2i+1) — GGUF/llama.cpp "normal" order.
+// MODE 1: halves (i, i + n_rot/2) — Hugging Face rotate_half ("neox") order.
+// Only the first n_rot dims of each head rotate. One invocation per pair.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+
+layout(set = 0, binding = 0, std430) buffer X { float x[]; };
+layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; };
+layout(push_constant) uniform Push {
+  uint T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
+  float theta;
+} pc;
+
+void main() {
+  const uint half_rot = pc.n_rot / 2;
+  const uint g = gl_GlobalInvocationID.x;
+  if (g >= pc.T * pc.H * half_rot) return;
+  const uint i = g % half_rot, h = (g / half_rot) % pc.H, t = g / (half_rot * pc.H);
+  const uint base = pc.x_offset + t * pc.x_stride + h * pc.D;
+  const uint a = pc.mode == 0 ? base + 2 * i : base + i;
+  const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
+  // theta^(-2i/n_rot) computed in f32 exactly as the CPU reference does.
+  const float freq = pow(pc.theta, -float(2 * i) / float(pc.n_rot));
+  const float ang = float(pos[pc.pos_offset + t]) * freq;
+  const float c = cos(ang), s = sin(ang);
+  const float x0 = x[a], x1 = x[b];
+  x[a] = x0 * c - x1 * s;
+  x[b] = x0 * s + x1 * c;
+}

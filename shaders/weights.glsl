@@ -1,0 +1,55 @@
+// Weight access shared by every kernel that reads model weights (matmul, embedding gather).
+//
+// On the device, a weight matrix (N rows, K columns) is stored row-major with each row padded to
+// a whole number of 32-value blocks (Kb = ceil(K/32) blocks), read as 16-byte texels (uvec4):
+//   f32  : 8 texels per block (4 floats each)
+//   f16  : 4 texels per block (8 halves each)
+//   q8_0 : 2 texels per block (16 int8 each); the per-block f32 scales live in a separate array
+//          (N, Kb) — separate, not GGUF's interleaved 34-byte blocks, so loads stay 16-byte aligned.
+// WEIGHTS_TEXEL selects a uniform texel buffer (fast on CPU rasterizers, which bounds-check every
+// storage load per component) over a storage buffer (what real GPUs prefer).
+
+#if defined(WT_F32)
+const uint TEXELS_PER_BLOCK = 8;
+#elif defined(WT_F16)
+const uint TEXELS_PER_BLOCK = 4;
+#elif defined(WT_Q8_0)
+const uint TEXELS_PER_BLOCK = 2;
+#else
+#error "define WT_F32, WT_F16 or WT_Q8_0"
+#endif
+
+#ifdef WEIGHTS_TEXEL
+layout(set = 0, binding = 0) uniform usamplerBuffer w_tex;
+uvec4 load_w(uint texel) { return texelFetch(w_tex, int(texel)); }
+#else
+layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; };
+uvec4 load_w(uint texel) { return w_buf[texel]; }
+#endif
+
+layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; };  // (N, Kb), q8_0 only
+
+// Decodes one 32-value block starting at texel `t0` into v[0..8) (each vec4 = 4 consecutive values).
+void load_block(uint row, uint block, uint blocks_per_row, out vec4 v[8]) {
+  uint t0 = (row * blocks_per_row + block) * TEXELS_PER_BLOCK;
+#if defined(WT_F32)
+  for (uint i = 0; i < 8; ++i) v[i] = uintBitsToFloat(load_w(t0 + i));
+#elif defined(WT_F16)
+  for (uint i = 0; i < 4; ++i) {
+    uvec4 t = load_w(t0 + i);
+    v[2 * i] = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+    v[2 * i + 1] = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
+  }
+#else
+  float d = w_scale[row * blocks_per_row + block];
+  for (uint i = 0; i < 2; ++i) {
+    uvec4 t = load_w(t0 + i);
+    for (uint j = 0; j < 4; ++j) {
+      uint u = t[j];
+      // Sign-extend each byte: shift it to the top, then arithmetic-shift down.
+      ivec4 q = ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24;
+      v[4 * i + j] = vec4(q) * d;
+    }
+  }
+#endif
+}

@@ -1,0 +1,43 @@
+// The vkspec command-line tool: each subcommand lives in its own file and registers itself.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vkspec::cli {
+
+using CommandFn = std::function<int(const std::vector<std::string>& args)>;
+
+struct Command {
+  std::string name;
+  std::string summary;
+  CommandFn run;
+};
+
+std::vector<Command>& commands();
+
+struct RegisterCommand {
+  RegisterCommand(std::string name, std::string summary, CommandFn fn) {
+    commands().push_back({std::move(name), std::move(summary), std::move(fn)});
+  }
+};
+
+// Small argument helper: "--key value" and "--flag" options, everything else positional.
+struct Args {
+  explicit Args(const std::vector<std::string>& argv);
+  bool flag(const std::string& name);                       // --name present?
+  std::string get(const std::string& name, const std::string& fallback = "");
+  bool has(const std::string& name) const;
+  long long get_int(const std::string& name, long long fallback);
+  double get_double(const std::string& name, double fallback);
+  std::vector<std::string> positional;
+  // Throws vkspec::Error naming every option that was given but never read.
+  void reject_unknown() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> opts_;  // value "" for flags
+  std::vector<bool> used_;
+};
+
+}  // namespace vkspec::cli

@@ -1,0 +1,126 @@
+#include <cstdio>
+#include <exception>
+#include <set>
+
+#include "cli/commands.hpp"
+#include "vkspec/error.hpp"
+
+namespace vkspec::cli {
+
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+
+Args::Args(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (isdigit(a[1]) || a[1] == '.'))) {
+      std::string key = a.substr(a[1] == '-' ? 2 : 1);
+      std::string val;
+      auto eq = key.find('=');
+      if (eq != std::string::npos) {
+        val = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else if (i + 1 < argv.size() && !(argv[i + 1].size() > 1 && argv[i + 1][0] == '-' &&
+                                           !isdigit(argv[i + 1][1]) && argv[i + 1][1] != '.')) {
+        val = argv[++i];
+      }
+      opts_.emplace_back(key, val);
+      used_.push_back(false);
+    } else {
+      positional.push_back(a);
+    }
+  }
+}
+
+bool Args::has(const std::string& name) const {
+  for (auto& [k, v] : opts_)
+    if (k == name) return true;
+  return false;
+}
+
+bool Args::flag(const std::string& name) {
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (opts_[i].first == name) {
+      used_[i] = true;
+      if (!opts_[i].second.empty()) {
+        // A flag swallowed the next word; give it back as a positional argument.
+        positional.push_back(opts_[i].second);
+        opts_[i].second.clear();
+      }
+      return true;
+    }
+  return false;
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) {
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (opts_[i].first == name) {
+      used_[i] = true;
+      if (opts_[i].second.empty()) throw Error("option --" + name + " needs a value");
+      return opts_[i].second;
+    }
+  return fallback;
+}
+
+long long Args::get_int(const std::string& name, long long fallback) {
+  if (!has(name)) return fallback;
+  std::string v = get(name);
+  try {
+    size_t pos = 0;
+    long long x = std::stoll(v, &pos);
+    if (pos != v.size()) throw 0;
+    return x;
+  } catch (...) {
+    throw Error("option --" + name + " expects an integer, got '" + v + "'");
+  }
+}
+
+double Args::get_double(const std::string& name, double fallback) {
+  if (!has(name)) return fallback;
+  std::string v = get(name);
+  try {
+    size_t pos = 0;
+    double x = std::stod(v, &pos);
+    if (pos != v.size()) throw 0;
+    return x;
+  } catch (...) {
+    throw Error("option --" + name + " expects a number, got '" + v + "'");
+  }
+}
+
+void Args::reject_unknown() const {
+  std::string bad;
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (!used_[i]) bad += (bad.empty() ? "--" : ", --") + opts_[i].first;
+  if (!bad.empty()) throw Error("unknown option(s): " + bad);
+}
+
+}  // namespace vkspec::cli
+
+static void usage() {
+  std::fprintf(stderr, "usage: vkspec <command> [options]\n\ncommands:\n");
+  for (auto& c : vkspec::cli::commands()) std::fprintf(stderr, "  %-14s %s\n", c.name.c_str(), c.summary.c_str());
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string name = argv[1];
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  for (auto& c : vkspec::cli::commands()) {
+    if (c.name != name) continue;
+    try {
+      return c.run(rest);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vkspec %s: error: %s\n", name.c_str(), e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "vkspec: unknown command '%s'\n", name.c_str());
+  usage();
+  return 2;
+}

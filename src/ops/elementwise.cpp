@@ -1,0 +1,56 @@
+// rmsnorm, rope, silu_mul, add: per-row or per-element kernels with a workgroup-size constant.
+#include <cassert>
+
+#include "ops/common.hpp"
+
+namespace vkspec {
+
+using namespace ops;
+
+uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t preferred) {
+  uint32_t wg = cfg.workgroup_size ? cfg.workgroup_size : preferred;
+  if (wg > ctx.caps().max_workgroup_invocations || wg > ctx.caps().max_workgroup_size[0])
+    throw Error("workgroup size " + std::to_string(wg) + " exceeds device '" + ctx.caps().name + "' limit " +
+                std::to_string(std::min(ctx.caps().max_workgroup_invocations, ctx.caps().max_workgroup_size[0])));
+  return wg;
+}
+
+void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg) {
+  struct Push {
+    uint32_t C, x_offset, x_stride, y_offset, y_stride;
+    float eps;
+  } push{C, x.offset, x.stride, y.offset, y.stride, eps};
+  static_assert(sizeof(Push) == 24);
+  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(Push), cfg);
+  seq.dispatch(p, {x.in(), in(w), y.out()}, push, T, 1, 1, "rmsnorm");
+}
+
+void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
+          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg) {
+  assert(n_rot % 2 == 0 && n_rot <= D);
+  struct Push {
+    uint32_t T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
+    float theta;
+  } push{T, H, D, n_rot, x.offset, x.stride, pos_offset, uint32_t(mode), theta};
+  static_assert(sizeof(Push) == 36);
+  const Pipeline& p = simple_pipeline(seq.context(), "rope", 2, sizeof(Push), cfg);
+  seq.dispatch(p, {x.out(), in(pos)}, push, groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)), 1, 1, "rope");
+}
+
+void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg) {
+  struct Push {
+    uint32_t T, F, g_offset, g_stride, u_offset, u_stride, o_offset, o_stride;
+  } push{T, F, gate.offset, gate.stride, up.offset, up.stride, out.offset, out.stride};
+  const Pipeline& p = simple_pipeline(seq.context(), "silu_mul", 3, sizeof(Push), cfg);
+  seq.dispatch(p, {gate.in(), up.in(), out.out()}, push, groups(uint64_t(T) * F, wg_of(p)), 1, 1, "silu_mul");
+}
+
+void add(Sequence& seq, Mat a, Mat b, Mat out, uint32_t T, uint32_t C, KernelConfig cfg) {
+  struct Push {
+    uint32_t T, C, a_offset, a_stride, b_offset, b_stride, o_offset, o_stride;
+  } push{T, C, a.offset, a.stride, b.offset, b.stride, out.offset, out.stride};
+  const Pipeline& p = simple_pipeline(seq.context(), "add", 3, sizeof(Push), cfg);
+  seq.dispatch(p, {a.in(), b.in(), out.out()}, push, groups(uint64_t(T) * C, wg_of(p)), 1, 1, "add");
+}
+
+}  // namespace vkspec

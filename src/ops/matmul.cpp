@@ -1,0 +1,166 @@
+// Weight upload (GGUF layout → kernel layout, split into descriptor-sized chunks), matmul, embed.
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "ops/common.hpp"
+#include "vkspec/dtype.hpp"
+
+namespace vkspec {
+
+using namespace ops;
+
+const char* weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return "f32";
+    case WeightType::F16: return "f16";
+    case WeightType::Q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+namespace {
+
+uint32_t bytes_per_block(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return 128;
+    case WeightType::F16: return 64;
+    case WeightType::Q8_0: return 32;  // quants only; scales are separate
+  }
+  return 0;
+}
+
+std::string variant(const char* op, const DeviceWeight& W) {
+  return std::string(op) + "_" + weight_type_name(W.type) + (W.texel ? "_texel" : "_storage");
+}
+
+// Mirrors matmul.comp's constants, in constant_id order.
+struct MatmulSpec {
+  uint32_t wg;           // 0: local_size_x
+  uint32_t rows;         // 1: ROWS
+  uint32_t bmax;         // 2: BMAX
+  uint32_t use_subgroup; // 3: USE_SUBGROUP (bool as 32-bit)
+  uint32_t slots;        // 4: SLOTS == wg
+};
+static_assert(sizeof(MatmulSpec) == 20);
+
+struct MatmulPush {
+  uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+};
+static_assert(sizeof(MatmulPush) == 40);
+
+struct EmbedPush {
+  uint32_t T, C, row_begin, rows, tok_offset, o_offset, o_stride;
+};
+
+std::vector<VkDescriptorType> weight_bindings(const DeviceWeight& W, uint32_t extra) {
+  std::vector<VkDescriptorType> b{W.texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER};
+  b.insert(b.end(), extra, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  return b;
+}
+
+}  // namespace
+
+uint64_t DeviceWeight::bytes() const {
+  uint64_t n = 0;
+  for (auto& c : chunks) n += c.data.size() + c.scales.size();
+  return n;
+}
+
+DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src, WeightPath path) {
+  if (type == WeightType::Q8_0 && K % 32 != 0)
+    throw Error("q8_0 weight with " + std::to_string(K) + " columns: q8_0 rows must be a multiple of 32");
+  DeviceWeight W;
+  W.type = type;
+  W.N = N;
+  W.K = K;
+  W.blocks_per_row = (K + 31) / 32;
+  W.texel = path == WeightPath::Texel || (path == WeightPath::Auto && ctx.caps().quirks.weights_via_texel_buffer);
+  const uint64_t row_bytes = uint64_t(W.blocks_per_row) * bytes_per_block(type);
+  // One descriptor covers at most this many bytes; the test hook (storage_range) caps both paths.
+  uint64_t limit = W.texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
+  limit = std::min(limit, ctx.storage_range());
+  const uint64_t rows_per_chunk = std::max<uint64_t>(1, limit / row_bytes);
+  if (row_bytes > limit)
+    throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
+
+  const auto* s8 = static_cast<const uint8_t*>(src);
+  std::vector<uint8_t> staging;
+  std::vector<float> scales;
+  for (uint64_t r0 = 0; r0 < N; r0 += rows_per_chunk) {
+    const uint32_t rows = uint32_t(std::min<uint64_t>(rows_per_chunk, N - r0));
+    staging.assign(rows * row_bytes, 0);  // zero padding past K
+    if (type == WeightType::Q8_0) scales.assign(size_t(rows) * W.blocks_per_row, 0.0f);
+    for (uint32_t r = 0; r < rows; ++r) {
+      const uint64_t row = r0 + r;
+      uint8_t* dst = staging.data() + r * row_bytes;
+      switch (type) {
+        case WeightType::F32: std::memcpy(dst, s8 + row * K * 4, size_t(K) * 4); break;
+        case WeightType::F16: std::memcpy(dst, s8 + row * K * 2, size_t(K) * 2); break;
+        case WeightType::Q8_0:
+          for (uint32_t b = 0; b < W.blocks_per_row; ++b) {
+            const uint8_t* blk = s8 + (row * W.blocks_per_row + b) * kQ8_0Bytes;
+            uint16_t d;
+            std::memcpy(&d, blk, 2);
+            scales[size_t(r) * W.blocks_per_row + b] = f16_to_f32(d);
+            std::memcpy(dst + b * 32, blk + 2, 32);
+          }
+          break;
+      }
+    }
+    DeviceWeight::Chunk c;
+    c.row_begin = uint32_t(r0);
+    c.rows = rows;
+    c.data = Buffer(ctx, staging.size());
+    c.data.upload(staging.data(), staging.size());
+    c.scales = Buffer(ctx, std::max<size_t>(16, scales.size() * 4));
+    if (!scales.empty()) c.scales.upload(scales);
+    W.chunks.push_back(std::move(c));
+  }
+  return W;
+}
+
+void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args) {
+  Context& ctx = seq.context();
+  assert(x.stride % 4 == 0 && x.offset % 4 == 0);
+  const KernelConfig& cfg = args.cfg;
+  MatmulSpec spec{};
+  spec.wg = pick_workgroup(ctx, cfg, 64);
+  spec.rows = cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 4;
+  spec.bmax = cfg.batch_tile ? cfg.batch_tile : 8;
+  spec.use_subgroup = cfg.use_subgroup >= 0 ? uint32_t(cfg.use_subgroup) : uint32_t(ctx.caps().subgroup_arithmetic);
+  spec.slots = spec.wg;
+  assert(spec.rows <= 8 && spec.bmax <= 16);
+  if (spec.use_subgroup && !ctx.caps().subgroup_arithmetic)
+    throw Error("matmul with subgroup reduction requested but device '" + ctx.caps().name +
+                "' lacks subgroup arithmetic in compute shaders");
+  if (uint64_t(spec.wg) * spec.rows * spec.bmax * 4 > ctx.caps().max_shared_memory)
+    throw Error("matmul tile needs more shared memory than device '" + ctx.caps().name + "' has");
+  auto desc = make_pipeline_desc(variant("matmul", W), weight_bindings(W, 3), sizeof(MatmulPush), spec,
+                                 cfg.required_subgroup_size);
+  const Pipeline& p = ctx.pipelines().get(desc);
+  const Buffer& bias = args.bias ? *args.bias : W.chunks[0].scales;  // dummy binding when unused
+  for (const auto& c : W.chunks) {
+    MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
+                    args.bias ? 1u : 0u};
+    // y is read (accumulate) and written; mark it written so later readers wait for it.
+    seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push, groups(c.rows, spec.rows),
+                 groups(B, spec.bmax), 1, "matmul");
+  }
+}
+
+void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, uint32_t tok_offset, Mat o, uint32_t T,
+           KernelConfig cfg) {
+  Context& ctx = seq.context();
+  WorkgroupSpec spec{pick_workgroup(ctx, cfg, 32)};
+  auto desc = make_pipeline_desc(variant("embed", table), weight_bindings(table, 2), sizeof(EmbedPush), spec,
+                                 cfg.required_subgroup_size);
+  const Pipeline& p = ctx.pipelines().get(desc);
+  for (const auto& c : table.chunks) {
+    EmbedPush push{T, table.K, c.row_begin, c.rows, tok_offset, o.offset, o.stride};
+    seq.dispatch(p, {in(c.data), in(c.scales), in(tokens), o.out()}, push, T, 1, 1, "embed");
+  }
+}
+
+}  // namespace vkspec

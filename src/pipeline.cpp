@@ -1,0 +1,184 @@
+#include "vkspec/pipeline.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "vkspec/context.hpp"
+
+namespace vkspec {
+
+namespace detail {
+struct EmbeddedShader {
+  std::string_view name;
+  const uint32_t* words;
+  size_t count;
+};
+extern const EmbeddedShader kEmbeddedShaders[];
+extern const size_t kEmbeddedShaderCount;
+}  // namespace detail
+
+ShaderCode find_shader(std::string_view name) {
+  for (size_t i = 0; i < detail::kEmbeddedShaderCount; ++i)
+    if (detail::kEmbeddedShaders[i].name == name)
+      return {detail::kEmbeddedShaders[i].name, detail::kEmbeddedShaders[i].words, detail::kEmbeddedShaders[i].count};
+  throw Error("shader variant '" + std::string(name) + "' is not built into this library (see shaders/variants.cmake)");
+}
+
+std::vector<std::string_view> shader_names() {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < detail::kEmbeddedShaderCount; ++i) out.push_back(detail::kEmbeddedShaders[i].name);
+  return out;
+}
+
+uint64_t all_shaders_hash() {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (size_t i = 0; i < detail::kEmbeddedShaderCount; ++i) {
+    mix(detail::kEmbeddedShaders[i].name.data(), detail::kEmbeddedShaders[i].name.size());
+    mix(detail::kEmbeddedShaders[i].words, detail::kEmbeddedShaders[i].count * 4);
+  }
+  return h;
+}
+
+Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache) : ctx_(ctx), desc_(desc) {
+  const auto& vk = ctx.vk();
+  const auto& caps = ctx.caps();
+  if (desc.required_subgroup_size) {
+    if (!caps.subgroup_size_control)
+      throw Error("shader variant '" + desc.shader + "' requires subgroup size " +
+                  std::to_string(desc.required_subgroup_size) + " but device '" + caps.name +
+                  "' cannot control subgroup size");
+    if (desc.required_subgroup_size < caps.min_subgroup_size || desc.required_subgroup_size > caps.max_subgroup_size)
+      throw Error("shader variant '" + desc.shader + "' requires subgroup size " +
+                  std::to_string(desc.required_subgroup_size) + ", outside device '" + caps.name + "' range [" +
+                  std::to_string(caps.min_subgroup_size) + ", " + std::to_string(caps.max_subgroup_size) + "]");
+  }
+  ShaderCode code = find_shader(desc.shader);
+
+  std::vector<VkDescriptorSetLayoutBinding> binds;
+  for (uint32_t i = 0; i < desc.bindings.size(); ++i)
+    binds.push_back({i, desc.bindings[i], 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
+  VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dli.bindingCount = uint32_t(binds.size());
+  dli.pBindings = binds.data();
+  VKSPEC_VK(vk.vkCreateDescriptorSetLayout(ctx.device(), &dli, nullptr, &set_layout_));
+
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, desc.push_size};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &set_layout_;
+  pli.pushConstantRangeCount = desc.push_size ? 1 : 0;
+  pli.pPushConstantRanges = &pcr;
+  VKSPEC_VK(vk.vkCreatePipelineLayout(ctx.device(), &pli, nullptr, &layout_));
+
+  VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  smi.codeSize = code.count * 4;
+  smi.pCode = code.words;
+  VkShaderModule module;
+  VKSPEC_VK(vk.vkCreateShaderModule(ctx.device(), &smi, nullptr, &module));
+
+  std::vector<VkSpecializationMapEntry> entries;
+  for (uint32_t i = 0; i < desc.spec.size() / 4; ++i) entries.push_back({i, i * 4, 4});
+  VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), desc.spec.size(), desc.spec.data()};
+
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  rss.requiredSubgroupSize = desc.required_subgroup_size;
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = entries.empty() ? nullptr : &si;
+  if (desc.required_subgroup_size) ci.stage.pNext = &rss;
+  if (desc.full_subgroups) ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  ci.layout = layout_;
+  VkResult r = vk.vkCreateComputePipelines(ctx.device(), cache, 1, &ci, nullptr, &pipeline_);
+  vk.vkDestroyShaderModule(ctx.device(), module, nullptr);
+  if (r != VK_SUCCESS) throw_vk_error(r, ("vkCreateComputePipelines(" + desc.shader + ")").c_str(), __FILE__, __LINE__);
+}
+
+Pipeline::~Pipeline() {
+  const auto& vk = ctx_.vk();
+  if (pipeline_) vk.vkDestroyPipeline(ctx_.device(), pipeline_, nullptr);
+  if (layout_) vk.vkDestroyPipelineLayout(ctx_.device(), layout_, nullptr);
+  if (set_layout_) vk.vkDestroyDescriptorSetLayout(ctx_.device(), set_layout_, nullptr);
+}
+
+static std::string cache_dir(const std::string& configured) {
+  if (configured == "-") return {};
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("VKSPEC_PIPELINE_CACHE")) return env;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkspec";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/vkspec";
+  return {};
+}
+
+PipelineCache::PipelineCache(Context& ctx, const std::string& dir_opt) : ctx_(ctx) {
+  std::vector<char> blob;
+  std::string dir = cache_dir(dir_opt);
+  if (!dir.empty()) {
+    std::ostringstream name;
+    name << dir << "/pipelines-";
+    for (uint8_t b : ctx.caps().uuid) name << std::hex << (b >> 4) << (b & 15);
+    name << "-" << std::hex << ctx.caps().driver_version << "-" << all_shaders_hash() << ".bin";
+    path_ = name.str();
+    std::ifstream f(path_, std::ios::binary);
+    if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  // The driver validates the blob's header (vendor, device, UUID) and ignores one that does not
+  // match, so a stale or foreign file costs only a recompile.
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = blob.size();
+  ci.pInitialData = blob.empty() ? nullptr : blob.data();
+  if (ctx.vk().vkCreatePipelineCache(ctx.device(), &ci, nullptr, &cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+    VKSPEC_VK(ctx.vk().vkCreatePipelineCache(ctx.device(), &ci, nullptr, &cache_));
+  }
+}
+
+PipelineCache::~PipelineCache() {
+  pipelines_.clear();
+  const auto& vk = ctx_.vk();
+  if (!path_.empty()) {
+    size_t n = 0;
+    if (vk.vkGetPipelineCacheData(ctx_.device(), cache_, &n, nullptr) == VK_SUCCESS && n) {
+      std::vector<char> data(n);
+      if (vk.vkGetPipelineCacheData(ctx_.device(), cache_, &n, data.data()) == VK_SUCCESS) {
+        std::error_code ec;
+        std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+        // Write then rename, so two processes never leave a torn file behind.
+        std::string tmp = path_ + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+        std::ofstream f(tmp, std::ios::binary);
+        if (f.write(data.data(), std::streamsize(n))) {
+          f.close();
+          std::filesystem::rename(tmp, path_, ec);
+        }
+        std::filesystem::remove(tmp, ec);
+      }
+    }
+  }
+  vk.vkDestroyPipelineCache(ctx_.device(), cache_, nullptr);
+}
+
+const Pipeline& PipelineCache::get(const PipelineDesc& desc) {
+  std::string key = desc.shader + "|" + std::to_string(desc.required_subgroup_size) + "|" +
+                    std::to_string(desc.full_subgroups) + "|" + std::to_string(desc.push_size) + "|";
+  for (auto t : desc.bindings) key += std::to_string(int(t)) + ",";
+  key += "|";
+  key.append(reinterpret_cast<const char*>(desc.spec.data()), desc.spec.size());
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return *it->second;
+  auto p = std::make_unique<Pipeline>(ctx_, desc, cache_);
+  return *pipelines_.emplace(key, std::move(p)).first->second;
+}
+
+}  // namespace vkspec

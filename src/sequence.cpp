@@ -1,0 +1,199 @@
+#include "vkspec/sequence.hpp"
+
+#include "vkspec/context.hpp"
+
+namespace vkspec {
+
+namespace {
+// Generous per-recording budget; a decode step of a 32-layer model uses ~600 sets.
+constexpr uint32_t kMaxSets = 8192;
+constexpr VkPipelineStageFlags kStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkAccessFlags kAccess = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_UNIFORM_READ_BIT |
+                                  VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+}  // namespace
+
+Sequence::Sequence(Context& ctx, uint32_t max_timed) : ctx_(ctx), max_timed_(max_timed) {
+  const auto& vk = ctx.vk();
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = ctx.command_pool();
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VKSPEC_VK(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cb_));
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VKSPEC_VK(vk.vkCreateFence(ctx.device(), &fi, nullptr, &fence_));
+  VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * 8},
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kMaxSets},
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kMaxSets}};
+  VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pi.maxSets = kMaxSets;
+  pi.poolSizeCount = 3;
+  pi.pPoolSizes = sizes;
+  VKSPEC_VK(vk.vkCreateDescriptorPool(ctx.device(), &pi, nullptr, &pool_));
+  if (max_timed_ && ctx.caps().timestamp_period_ns > 0) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = max_timed_ + 1;
+    VKSPEC_VK(vk.vkCreateQueryPool(ctx.device(), &qi, nullptr, &queries_));
+  } else {
+    max_timed_ = 0;
+  }
+}
+
+Sequence::~Sequence() {
+  const auto& vk = ctx_.vk();
+  if (pending_) vk.vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (queries_) vk.vkDestroyQueryPool(ctx_.device(), queries_, nullptr);
+  vk.vkDestroyDescriptorPool(ctx_.device(), pool_, nullptr);
+  vk.vkDestroyFence(ctx_.device(), fence_, nullptr);
+  vk.vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+}
+
+void Sequence::begin() {
+  const auto& vk = ctx_.vk();
+  if (pending_) wait();
+  VKSPEC_VK(vk.vkResetDescriptorPool(ctx_.device(), pool_, 0));
+  VKSPEC_VK(vk.vkResetCommandBuffer(cb_, 0));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VKSPEC_VK(vk.vkBeginCommandBuffer(cb_, &bi));
+  recording_ = true;
+  timed_ = 0;
+  dispatches_ = 0;
+  labels_.clear();
+  written_.clear();
+  read_.clear();
+  if (queries_) {
+    vk.vkCmdResetQueryPool(cb_, queries_, 0, max_timed_ + 1);
+    vk.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+  }
+  // Host writes made before this submission (mapped uploads) are visible to the GPU by the
+  // submit's implicit host-write ordering; nothing to do here.
+}
+
+bool Sequence::hazard(VkBuffer b, bool write) const {
+  // RAW / WAW: anything touching a buffer written since the last barrier.
+  if (written_.count(b)) return true;
+  // WAR: writing a buffer someone read since the last barrier.
+  return write && read_.count(b);
+}
+
+void Sequence::touch(VkBuffer b, bool write) { (write ? written_ : read_).insert(b); }
+
+void Sequence::barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = kAccess;
+  mb.dstAccessMask = kAccess;
+  ctx_.vk().vkCmdPipelineBarrier(cb_, kStages, kStages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  written_.clear();
+  read_.clear();
+}
+
+void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
+                        uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
+  const auto& vk = ctx_.vk();
+  const auto& types = p.desc().bindings;
+  if (bindings.size() != types.size())
+    throw Error("dispatch of '" + p.desc().shader + "' got " + std::to_string(bindings.size()) + " bindings, expected " +
+                std::to_string(types.size()));
+  if (push_size != p.desc().push_size)
+    throw Error("dispatch of '" + p.desc().shader + "' got " + std::to_string(push_size) +
+                " bytes of push constants, expected " + std::to_string(p.desc().push_size));
+  bool need = false;
+  for (auto& b : bindings) need |= hazard(b.buffer->handle(), b.write);
+  if (need) barrier();
+  for (auto& b : bindings) touch(b.buffer->handle(), b.write);
+
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool_;
+  ai.descriptorSetCount = 1;
+  VkDescriptorSetLayout sl = p.set_layout();
+  ai.pSetLayouts = &sl;
+  VkDescriptorSet set;
+  VKSPEC_VK(vk.vkAllocateDescriptorSets(ctx_.device(), &ai, &set));
+  std::vector<VkWriteDescriptorSet> writes(types.size());
+  std::vector<VkDescriptorBufferInfo> infos(types.size());
+  std::vector<VkBufferView> views(types.size());
+  uint32_t i = 0;
+  for (auto& b : bindings) {
+    VkWriteDescriptorSet& w = writes[i];
+    w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.dstBinding = i;
+    w.descriptorCount = 1;
+    w.descriptorType = types[i];
+    if (types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
+      views[i] = b.buffer->texel_view();
+      w.pTexelBufferView = &views[i];
+    } else {
+      VkDeviceSize range = b.range;
+      if (range == VK_WHOLE_SIZE) range = b.buffer->size() - b.offset;
+      infos[i] = {b.buffer->handle(), b.offset, range};
+      w.pBufferInfo = &infos[i];
+    }
+    ++i;
+  }
+  vk.vkUpdateDescriptorSets(ctx_.device(), uint32_t(writes.size()), writes.data(), 0, nullptr);
+  vk.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle());
+  vk.vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout(), 0, 1, &set, 0, nullptr);
+  if (push_size) vk.vkCmdPushConstants(cb_, p.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  vk.vkCmdDispatch(cb_, gx, gy, gz);
+  ++dispatches_;
+  if (queries_ && timed_ < max_timed_) {
+    vk.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, ++timed_);
+    labels_.push_back(label ? label : p.desc().shader);
+  }
+}
+
+void Sequence::copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes) {
+  if (hazard(src.handle(), false) || hazard(dst.handle(), true)) barrier();
+  touch(src.handle(), false);
+  touch(dst.handle(), true);
+  VkBufferCopy region{src_off, dst_off, bytes};
+  ctx_.vk().vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
+}
+
+void Sequence::fill(const Buffer& dst, uint32_t value, VkDeviceSize off, VkDeviceSize bytes) {
+  if (hazard(dst.handle(), true)) barrier();
+  touch(dst.handle(), true);
+  ctx_.vk().vkCmdFillBuffer(cb_, dst.handle(), off, bytes, value);
+}
+
+void Sequence::end() {
+  const auto& vk = ctx_.vk();
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = kAccess;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vk.vkCmdPipelineBarrier(cb_, kStages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  VKSPEC_VK(vk.vkEndCommandBuffer(cb_));
+  recording_ = false;
+}
+
+void Sequence::submit() {
+  const auto& vk = ctx_.vk();
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb_;
+  VKSPEC_VK(vk.vkResetFences(ctx_.device(), 1, &fence_));
+  VKSPEC_VK(vk.vkQueueSubmit(ctx_.queue(), 1, &si, fence_));
+  pending_ = true;
+}
+
+void Sequence::wait() {
+  if (!pending_) return;
+  VKSPEC_VK(ctx_.vk().vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+  pending_ = false;
+  ctx_.count_host_wait();
+}
+
+std::vector<DispatchTiming> Sequence::timings() const {
+  std::vector<DispatchTiming> out;
+  if (!queries_ || timed_ == 0) return out;
+  std::vector<uint64_t> ts(timed_ + 1);
+  VKSPEC_VK(ctx_.vk().vkGetQueryPoolResults(ctx_.device(), queries_, 0, timed_ + 1, ts.size() * 8, ts.data(), 8,
+                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const double ns = ctx_.caps().timestamp_period_ns;
+  for (uint32_t i = 0; i < timed_; ++i) out.push_back({labels_[i], double(ts[i + 1] - ts[i]) * ns * 1e-3});
+  return out;
+}
+
+}  // namespace vkspec

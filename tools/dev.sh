@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The two things a newcomer does on a fresh Debian 12 machine:
+#   bash tools/dev.sh demo   install what is needed, build, run generation with the bundled model
+#   bash tools/dev.sh test   install what is needed, build, run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ libvulkan-dev libvulkan-volk-dev glslc spirv-tools mesa-vulkan-drivers
+          vulkan-validationlayers doctest-dev nlohmann-json3-dev python3 python3-numpy)
+
+install_deps() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  echo "installing: ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
+}
+
+build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+  cmake --build build -j "$(nproc)" >&2
+}
+
+# Vulkan tools want a runtime dir; a fresh container or CI shell may not have one.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  export XDG_RUNTIME_DIR="/tmp/vkspec-runtime-$(id -u)"
+  mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+fi
+
+case "${1:-}" in
+  demo)
+    install_deps
+    build
+    shift
+    exec build/vkspec devices "$@"
+    ;;
+  test)
+    install_deps
+    build
+    cd build
+    exec ctest --output-on-failure -j 2
+    ;;
+  *)
+    echo "usage: bash tools/dev.sh demo|test" >&2
+    exit 2
+    ;;
+esac
