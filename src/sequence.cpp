@@ -152,6 +152,14 @@ void Sequence::copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, 
   ctx_.vk().vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
 }
 
+void Sequence::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
+  if (regions.empty()) return;
+  if (hazard(src.handle(), false) || hazard(dst.handle(), true)) barrier();
+  touch(src.handle(), false);
+  touch(dst.handle(), true);
+  ctx_.vk().vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), uint32_t(regions.size()), regions.data());
+}
+
 void Sequence::fill(const Buffer& dst, uint32_t value, VkDeviceSize off, VkDeviceSize bytes) {
   if (hazard(dst.handle(), true)) barrier();
   touch(dst.handle(), true);

@@ -53,6 +53,7 @@ class Sequence {
     dispatch(p, bindings, &push, sizeof(Push), gx, gy, gz, label);
   }
   void copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes);
+  void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
   void fill(const Buffer& dst, uint32_t value, VkDeviceSize off = 0, VkDeviceSize bytes = VK_WHOLE_SIZE);
   // Makes all prior writes visible to the next commands (normally automatic).
   void barrier();

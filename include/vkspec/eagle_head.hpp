@@ -1,0 +1,56 @@
+// An EAGLE-1/2 feature head (DESIGN.md §5): fc[2C → C](concat(embed(token), feature)) → one
+// Llama decoder layer without input norm (own KV cache, HF rotate_half RoPE) → the verifier's
+// lm_head. Loaded from a folder with model.safetensors + config.json (published head layout).
+#pragma once
+
+#include <string>
+
+#include "vkspec/model.hpp"
+
+namespace vkspec {
+
+struct HeadConfig {
+  int C = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0;
+  float rms_eps = 1e-6f, rope_theta = 10000.0f;
+};
+
+class EagleHead {
+ public:
+  // `path`: a folder with model.safetensors and config.json, or a .safetensors file with
+  // config.json beside it. Throws naming the file and field if the head does not fit `verifier`.
+  EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows);
+
+  struct ForwardArgs {
+    uint32_t N = 1;
+    uint32_t t = 0;        // committed head KV length (keys [0, t) are visible)
+    uint32_t kv_slot = 0;  // rows write K/V at slots kv_slot + r (== t for a causal chain)
+    const Buffer* tokens = nullptr;  // u32 ids at tok_offset: token_{t+1} of each pair
+    uint32_t tok_offset = 0;
+    Mat features;  // (N, C) verifier features f_t (or the head's own h when drafting deeper)
+    const Buffer* pos = nullptr;  // i32 positions at pos_offset
+    uint32_t pos_offset = 0;
+    const Buffer* mask = nullptr;  // ancestor bits relative to slot t; nullptr: causal chain
+    uint32_t mask_offset = 0, mask_words = 0;
+    uint32_t logits_from = 0;
+  };
+  void forward(Sequence& seq, const ForwardArgs& a);
+  Mat hidden() const { return {&h_, 0, pad4(uint32_t(cfg_.C))}; }  // (max_rows, C) head output h
+  Mat logits() const { return {&logits_, 0, pad4(uint32_t(cfg_.V))}; }
+  const HeadConfig& config() const { return cfg_; }
+  const std::string& path() const { return path_; }
+  uint32_t capacity() const { return cap_; }
+  uint32_t max_rows() const { return max_rows_; }
+
+ private:
+  Context& ctx_;
+  const LlamaModel& verifier_;
+  HeadConfig cfg_;
+  std::string path_;
+  uint32_t cap_, max_rows_;
+  DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
+  Buffer fc_bias_, post_norm_, k_, v_;
+  Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, h_, logits_;
+  std::vector<VkBufferCopy> regions_;
+};
+
+}  // namespace vkspec

@@ -1,0 +1,39 @@
+// safetensors reader (mmap): 8-byte little-endian header length, JSON header, raw tensor data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vkspec {
+
+struct SafeTensor {
+  std::string dtype;            // "F32", "F16", "BF16"
+  std::vector<uint64_t> shape;  // outermost first (torch order)
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;
+  std::vector<float> to_f32() const;
+};
+
+class SafetensorsFile {
+ public:
+  // Throws vkspec::Error naming the file and the field on any defect (bad header, offsets past
+  // the end, size that disagrees with dtype × shape, unsupported dtype).
+  static SafetensorsFile open(const std::string& path);
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) = delete;
+  ~SafetensorsFile();
+  const SafeTensor& get(const std::string& name, const std::vector<uint64_t>& shape) const;
+  const std::string& path() const { return path_; }
+  const std::map<std::string, SafeTensor>& tensors() const { return tensors_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  void* map_ = nullptr;
+  uint64_t size_ = 0;
+  std::map<std::string, SafeTensor> tensors_;
+};
+
+}  // namespace vkspec

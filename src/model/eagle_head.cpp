@@ -1,0 +1,159 @@
+#include "vkspec/eagle_head.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "vkspec/dtype.hpp"
+#include "vkspec/safetensors.hpp"
+
+namespace vkspec {
+
+namespace {
+
+// f32 values (any safetensors dtype) → device weight in f16 (f32 stays f32).
+DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& parts) {
+  const uint64_t K = parts[0]->shape.back();
+  bool all_f32 = true;
+  uint64_t N = 0;
+  for (auto* p : parts) {
+    all_f32 &= p->dtype == "F32";
+    N += p->shape[0];
+  }
+  std::vector<uint8_t> raw;
+  for (auto* p : parts) {
+    if (all_f32) {
+      raw.insert(raw.end(), p->data, p->data + p->bytes);
+    } else if (p->dtype == "F16") {
+      raw.insert(raw.end(), p->data, p->data + p->bytes);
+    } else {
+      for (float x : p->to_f32()) {
+        uint16_t h = f32_to_f16(x);
+        raw.push_back(uint8_t(h & 0xff));
+        raw.push_back(uint8_t(h >> 8));
+      }
+    }
+  }
+  return upload_weight(ctx, all_f32 ? WeightType::F32 : WeightType::F16, uint32_t(N), uint32_t(K), raw.data());
+}
+
+}  // namespace
+
+EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
+                     uint32_t max_rows)
+    : ctx_(ctx), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
+  namespace fs = std::filesystem;
+  fs::path p(path), st, cj;
+  if (fs::is_directory(p)) {
+    st = p / "model.safetensors";
+    cj = p / "config.json";
+  } else {
+    st = p;
+    cj = p.parent_path() / "config.json";
+  }
+  path_ = st.string();
+  if (!fs::exists(st)) throw Error("draft head " + path + ": no model.safetensors at " + st.string());
+  std::ifstream jf(cj);
+  if (!jf) throw Error("draft head " + path + ": no config.json at " + cj.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(jf);
+  } catch (const std::exception& e) {
+    throw Error(cj.string() + ": not valid JSON: " + e.what());
+  }
+  auto req = [&](const char* key) -> int {
+    if (!j.contains(key) || !j[key].is_number_integer()) throw Error(cj.string() + ": missing integer '" + key + "'");
+    return j[key].get<int>();
+  };
+  cfg_.C = req("hidden_size");
+  cfg_.H = req("num_attention_heads");
+  cfg_.Hkv = j.contains("num_key_value_heads") ? req("num_key_value_heads") : cfg_.H;
+  cfg_.F = req("intermediate_size");
+  cfg_.V = req("vocab_size");
+  cfg_.rms_eps = j.value("rms_norm_eps", 1e-6f);
+  cfg_.rope_theta = j.value("rope_theta", 10000.0f);
+  const LlamaConfig& vc = verifier.config();
+  auto refuse = [&](const std::string& what) {
+    throw Error("draft head " + path + " does not fit the verifier: " + what);
+  };
+  if (cfg_.C != vc.C) refuse("hidden_size " + std::to_string(cfg_.C) + " != verifier width " + std::to_string(vc.C));
+  if (cfg_.V != vc.V) refuse("vocab_size " + std::to_string(cfg_.V) + " != verifier vocab " + std::to_string(vc.V));
+  if (cfg_.H <= 0 || cfg_.Hkv <= 0 || cfg_.C % cfg_.H || cfg_.H % cfg_.Hkv)
+    refuse("head counts " + std::to_string(cfg_.H) + "/" + std::to_string(cfg_.Hkv) + " do not divide width " +
+           std::to_string(cfg_.C));
+  cfg_.D = cfg_.C / cfg_.H;
+  if (cfg_.D > int(kAttentionMaxHeadDim) || cfg_.D % 2) refuse("head width " + std::to_string(cfg_.D) + " unsupported");
+
+  auto f = SafetensorsFile::open(path_);
+  const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
+  fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
+  fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());
+  wqkv_ = upload_rows(ctx, {&f.get("layers.0.self_attn.q_proj.weight", {HD, C}),
+                            &f.get("layers.0.self_attn.k_proj.weight", {KV, C}),
+                            &f.get("layers.0.self_attn.v_proj.weight", {KV, C})});
+  wo_ = upload_rows(ctx, {&f.get("layers.0.self_attn.o_proj.weight", {C, HD})});
+  wgu_ = upload_rows(ctx, {&f.get("layers.0.mlp.gate_proj.weight", {F, C}), &f.get("layers.0.mlp.up_proj.weight", {F, C})});
+  wdown_ = upload_rows(ctx, {&f.get("layers.0.mlp.down_proj.weight", {C, F})});
+  post_norm_ = upload_f32(ctx, f.get("layers.0.post_attention_layernorm.weight", {C}).to_f32());
+
+  k_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
+  v_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
+  const uint64_t R = max_rows_;
+  cat_ = Buffer(ctx, R * pad4(uint32_t(2 * C)) * 4);
+  x_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
+  xn_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
+  qkv_ = Buffer(ctx, R * pad4(uint32_t(HD + 2 * KV)) * 4);
+  attn_ = Buffer(ctx, R * pad4(uint32_t(HD)) * 4);
+  gu_ = Buffer(ctx, R * pad4(uint32_t(2 * F)) * 4);
+  act_ = Buffer(ctx, R * pad4(uint32_t(F)) * 4);
+  h_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
+  logits_ = Buffer(ctx, R * pad4(uint32_t(cfg_.V)) * 4);
+}
+
+void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
+  const uint32_t N = a.N, C = uint32_t(cfg_.C), F = uint32_t(cfg_.F), H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv),
+                 D = uint32_t(cfg_.D), HD = H * D, KV = Hkv * D, QKV = pad4(HD + 2 * KV), C2 = pad4(2 * C);
+  if (N == 0 || N > max_rows_ || a.kv_slot + N > cap_)
+    throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot) +
+                " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
+  const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)},
+      gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)}, h{&h_, 0, pad4(C)};
+
+  // concat(embed(token), feature): embedding first, as the EAGLE reference code does.
+  embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
+  regions_.clear();
+  for (uint32_t r = 0; r < N; ++r)
+    regions_.push_back({uint64_t(a.features.offset + r * a.features.stride) * 4, (uint64_t(r) * C2 + C) * 4,
+                        uint64_t(C) * 4});
+  seq.copy(*a.features.buf, cat_, regions_);
+  MatmulArgs fa;
+  fa.bias = &fc_bias_;
+  matmul(seq, fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
+
+  // The decoder layer, without input_layernorm (EAGLE's layer 0).
+  matmul(seq, wqkv_, x, qkv, N);
+  rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Halves);  // HF layout
+  regions_.clear();
+  for (uint32_t r = 0; r < N; ++r) regions_.push_back({(uint64_t(r) * QKV + HD) * 4, uint64_t(a.kv_slot + r) * KV * 4, uint64_t(KV) * 4});
+  seq.copy(qkv_, k_, regions_);
+  for (auto& rg : regions_) rg.srcOffset += uint64_t(KV) * 4;
+  seq.copy(qkv_, v_, regions_);
+  AttentionArgs at;
+  at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
+  at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_;
+  at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words, at.causal = a.mask == nullptr;
+  attention(seq, at);
+  MatmulArgs acc;
+  acc.accumulate = true;
+  matmul(seq, wo_, att, x, N, acc);
+  rmsnorm(seq, x, post_norm_, xn, N, C, cfg_.rms_eps);
+  matmul(seq, wgu_, xn, gu, N);
+  silu_mul(seq, gu, gu.col(F), act, N, F);
+  matmul(seq, wdown_, act, x, N, acc);
+  // h goes straight to the verifier's lm_head, no norm (EAGLE-1/2).
+  seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);
+  const uint32_t from = std::min(a.logits_from, N - 1);
+  matmul(seq, verifier_.lm_head(), h.row(from), logits().row(from), N - from);
+}
+
+}  // namespace vkspec

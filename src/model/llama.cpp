@@ -1,0 +1,158 @@
+// The verifier forward on Vulkan. Per layer (10 dispatches + 1 copy, whatever N):
+//   rmsnorm → qkv matmul (+bias) → rope on q and k together → copy k, v rows into the cache →
+//   tree/causal attention → o matmul accumulating into the residual → rmsnorm →
+//   gate|up matmul → silu·mul → down matmul accumulating into the residual.
+// Every kernel is batch-invariant, so a row's logits do not depend on N.
+#include "vkspec/model.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "vkspec/dtype.hpp"
+
+namespace vkspec {
+
+Buffer upload_f32(Context& ctx, const std::vector<float>& v) {
+  Buffer b(ctx, std::max<size_t>(16, v.size() * 4));
+  b.upload(v);
+  return b;
+}
+
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path) {
+  const uint64_t K = parts[0]->dims[0];
+  uint64_t N = 0;
+  bool same = true;
+  for (auto* p : parts) {
+    N += p->n_elements / K;
+    same &= p->type == parts[0]->type;
+  }
+  const GgmlType t0 = parts[0]->type;
+  const bool native = same && (t0 == GgmlType::F32 || t0 == GgmlType::F16 || (t0 == GgmlType::Q8_0 && K % 32 == 0));
+  std::vector<uint8_t> raw;
+  WeightType wt;
+  if (native) {
+    wt = WeightType(uint32_t(t0));
+    for (auto* p : parts) raw.insert(raw.end(), p->data, p->data + p->n_bytes);
+  } else {
+    // q4_0, bf16 or a mixed stack: convert to f16 once at load.
+    wt = WeightType::F16;
+    raw.resize(N * K * 2);
+    size_t off = 0;
+    for (auto* p : parts) {
+      auto f = dequantize_tensor(*p);
+      for (float x : f) {
+        uint16_t h = f32_to_f16(x);
+        std::memcpy(raw.data() + off, &h, 2);
+        off += 2;
+      }
+    }
+  }
+  return upload_weight(ctx, wt, uint32_t(N), uint32_t(K), raw.data(), path);
+}
+
+namespace {
+std::vector<float> f32_of(const GgufTensor& t) { return dequantize_tensor(t); }
+}  // namespace
+
+LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx) {
+  cfg_ = read_llama_config(f);
+  if (cfg_.D > int(kAttentionMaxHeadDim))
+    f.fail("head width " + std::to_string(cfg_.D) + " exceeds the attention kernel's maximum of " +
+           std::to_string(kAttentionMaxHeadDim));
+  cap_ = opts.context ? opts.context : uint32_t(std::min(cfg_.ctx > 0 ? cfg_.ctx : 2048, 2048));
+  max_rows_ = std::max<uint32_t>(1, opts.max_rows);
+  const WeightPath path = opts.weight_path;
+
+  embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
+  if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
+  out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight")));
+  weight_bytes_ = embd_.bytes() + out_.bytes();
+
+  const uint32_t kv = kv_row_floats();
+  for (int l = 0; l < cfg_.L; ++l) {
+    Layer L;
+    auto T = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
+    L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight")));
+    L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight")));
+    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path);
+    if (cfg_.qkv_bias) {
+      std::vector<float> b = f32_of(T("attn_q.bias"));
+      for (const char* s : {"attn_k.bias", "attn_v.bias"}) {
+        auto x = f32_of(T(s));
+        b.insert(b.end(), x.begin(), x.end());
+      }
+      L.qkv_bias = upload_f32(ctx, b);
+    }
+    L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path);
+    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
+    L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
+    weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
+    L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
+    L.v = Buffer(ctx, uint64_t(cap_) * kv * 4);
+    if (L.k.size() > ctx.caps().max_storage_buffer_range)
+      throw Error("KV cache of " + std::to_string(cap_) + " tokens needs " + std::to_string(L.k.size()) +
+                  " bytes per layer, more than the device's storage-buffer range; use a smaller --ctx");
+    layers_.push_back(std::move(L));
+  }
+  const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv);
+  const uint64_t R = max_rows_;
+  x_ = Buffer(ctx, R * C * 4);
+  xn_ = Buffer(ctx, R * C * 4);
+  qkv_ = Buffer(ctx, R * QKV * 4);
+  attn_ = Buffer(ctx, R * pad4(HD) * 4);
+  gu_ = Buffer(ctx, R * pad4(2 * cfg_.F) * 4);
+  act_ = Buffer(ctx, R * pad4(cfg_.F) * 4);
+  hidden_ = Buffer(ctx, R * C * 4);
+  logits_ = Buffer(ctx, R * pad4(cfg_.V) * 4);
+}
+
+void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
+  const uint32_t N = a.N, C = uint32_t(cfg_.C), Cp = pad4(C), F = uint32_t(cfg_.F);
+  const uint32_t H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv), D = uint32_t(cfg_.D);
+  const uint32_t kv = kv_row_floats(), HD = H * D, QKV = pad4(HD + 2 * kv);
+  // Shape mistakes are programmer errors; the engine validates user input before recording.
+  if (N == 0 || N > max_rows_ || a.t + N > cap_)
+    throw Error("forward over " + std::to_string(N) + " rows at t=" + std::to_string(a.t) +
+                " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
+  const Mat x{&x_, 0, Cp}, xn{&xn_, 0, Cp}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)}, gu{&gu_, 0, pad4(2 * F)},
+      act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
+
+  embed(seq, embd_, *a.tokens, a.tok_offset, x, N);
+  for (const Layer& L : layers_) {
+    rmsnorm(seq, x, L.attn_norm, xn, N, C, cfg_.rms_eps);
+    MatmulArgs qa;
+    qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
+    matmul(seq, L.wqkv, xn, qkv, N, qa);
+    // q and k are adjacent in each qkv row: rotate them as H + Hkv heads of width D in one pass.
+    rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Pairs);
+    // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
+    kregions_.clear();
+    vregions_.clear();
+    for (uint32_t r = 0; r < N; ++r) {
+      kregions_.push_back({(uint64_t(r) * QKV + HD) * 4, uint64_t(a.t + r) * kv * 4, uint64_t(kv) * 4});
+      vregions_.push_back({(uint64_t(r) * QKV + HD + kv) * 4, uint64_t(a.t + r) * kv * 4, uint64_t(kv) * 4});
+    }
+    seq.copy(qkv_, L.k, kregions_);
+    seq.copy(qkv_, L.v, vregions_);
+    AttentionArgs at;
+    at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
+    at.q = qkv;
+    at.o = att;
+    at.k_cache = &L.k, at.v_cache = &L.v;
+    at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words;
+    at.causal = a.mask == nullptr;
+    attention(seq, at);
+    MatmulArgs acc;
+    acc.accumulate = true;  // residual add fused into the projection
+    matmul(seq, L.wo, att, x, N, acc);
+    rmsnorm(seq, x, L.ffn_norm, xn, N, C, cfg_.rms_eps);
+    matmul(seq, L.wgu, xn, gu, N);
+    silu_mul(seq, gu, gu.col(F), act, N, F);
+    matmul(seq, L.wdown, act, x, N, acc);
+  }
+  rmsnorm(seq, x, out_norm_, hid, N, C, cfg_.rms_eps);
+  const uint32_t from = std::min(a.logits_from, N - 1);
+  matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
+}
+
+}  // namespace vkspec
