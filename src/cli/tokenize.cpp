@@ -1,0 +1,57 @@
+// vkspec tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]
+// Prints one line per token ("id<TAB>'piece'") or, with --ids, the ids on one line.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "vkspec/gguf.hpp"
+#include "vkspec/tokenizer.hpp"
+
+namespace {
+
+int tokenize_main(const std::vector<std::string>& argv) {
+  vkspec::cli::Args a(argv);
+  const std::string model = a.get("m", a.get("model"));
+  const bool has_p = a.has("p") || a.has("prompt");
+  const std::string file = a.get("f", a.get("file"));
+  std::string text = has_p ? a.get("p", a.get("prompt")) : "";
+  const bool ids_only = a.flag("ids");
+  const bool add_special = a.flag("add-special");
+  const bool parse_special = a.flag("special");
+  a.reject_unknown();
+  if (model.empty() || (has_p == !file.empty())) {
+    std::fprintf(stderr,
+                 "usage: vkspec tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]\n"
+                 "  --ids          print the ids space-separated on one line\n"
+                 "  --add-special  add BOS/EOS as the model's metadata asks\n"
+                 "  --special      recognise control tokens such as <s> written in the text\n");
+    return 2;
+  }
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw vkspec::Error(file + ": cannot open text file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const vkspec::GgufFile g = vkspec::GgufFile::open(model);
+  const vkspec::Tokenizer tok = vkspec::Tokenizer::from_gguf(g);
+  const std::vector<uint32_t> ids = tok.encode(text, add_special, parse_special);
+  if (ids_only) {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+    std::printf("%s\n", line.c_str());
+  } else {
+    for (uint32_t id : ids) {
+      const std::string_view t = tok.token_text(id);
+      std::printf("%6u\t'%.*s'\n", id, int(t.size()), t.data());
+    }
+  }
+  std::fprintf(stderr, "%zu tokens\n", ids.size());
+  return 0;
+}
+
+const vkspec::cli::RegisterCommand reg{"tokenize", "text -> token ids with the model's tokenizer", tokenize_main};
+
+}  // namespace

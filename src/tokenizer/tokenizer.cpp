@@ -1,0 +1,317 @@
+// Tokenizer loading from GGUF metadata, special-token handling, decoding and streaming.
+// The two segmentation algorithms live in spm.cpp and bpe.cpp.
+#include <algorithm>
+#include <cstdio>
+
+#include "tokenizer/tokenizer_impl.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace vkspec {
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
+Tokenizer::Pre Tokenizer::pre() const { return impl_->pre; }
+size_t Tokenizer::vocab_size() const { return impl_->tokens.size(); }
+std::string_view Tokenizer::token_text(uint32_t id) const { return impl_->tokens.at(id); }
+TokenType Tokenizer::token_type(uint32_t id) const { return impl_->types.at(id); }
+int64_t Tokenizer::bos() const { return impl_->bos; }
+int64_t Tokenizer::eos() const { return impl_->eos; }
+int64_t Tokenizer::unk() const { return impl_->unk; }
+bool Tokenizer::add_bos() const { return impl_->add_bos; }
+bool Tokenizer::add_eos() const { return impl_->add_eos; }
+bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }
+
+// ---- loading ---------------------------------------------------------------------------------
+
+namespace {
+
+// An optional token-id key: absent -> -1; present but out of range -> error naming the key.
+int64_t token_id_key(const GgufFile& f, const char* key, size_t n_vocab) {
+  if (!f.has(key)) return -1;
+  const int64_t v = f.get_i64(key);
+  if (v < 0 || uint64_t(v) >= n_vocab)
+    f.fail(std::string("metadata key '") + key + "': token id " + std::to_string(v) + " is out of range (vocab has " +
+           std::to_string(n_vocab) + " tokens)");
+  return v;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
+  auto m = std::make_unique<Impl>();
+  m->path = f.path();
+  const std::string model(f.get_string("tokenizer.ggml.model"));
+  if (model == "llama") {
+    m->kind = Kind::Spm;
+  } else if (model == "gpt2") {
+    m->kind = Kind::Bpe;
+  } else {
+    f.fail("metadata key 'tokenizer.ggml.model': unsupported tokenizer '" + model + "' (expected 'llama' or 'gpt2')");
+  }
+
+  const GgufValue& toks = f.get_array("tokenizer.ggml.tokens", GgufType::STRING);
+  const size_t n = toks.strings.size();
+  if (n == 0) f.fail("metadata key 'tokenizer.ggml.tokens': the vocab is empty");
+  if (n > size_t(0x7fffffff)) f.fail("metadata key 'tokenizer.ggml.tokens': too many tokens");
+  m->tokens.assign(toks.strings.begin(), toks.strings.end());
+
+  if (f.has("tokenizer.ggml.scores")) {
+    const GgufValue& sc = f.get_array("tokenizer.ggml.scores", GgufType::F32);
+    if (sc.count != n)
+      f.fail("metadata key 'tokenizer.ggml.scores': " + std::to_string(sc.count) + " scores for " + std::to_string(n) +
+             " tokens (expected one per token)");
+    m->scores.resize(n);
+    for (size_t i = 0; i < n; ++i) m->scores[i] = float(sc.elem_f64(i));
+  } else if (m->kind == Kind::Spm) {
+    f.fail("missing required metadata key 'tokenizer.ggml.scores' (a 'llama' tokenizer merges by score)");
+  }
+
+  m->types.assign(n, TokenType::Normal);
+  if (f.has("tokenizer.ggml.token_type")) {
+    const GgufValue& tt = f.get_array("tokenizer.ggml.token_type", GgufType::I32);
+    if (tt.count != n)
+      f.fail("metadata key 'tokenizer.ggml.token_type': " + std::to_string(tt.count) + " types for " +
+             std::to_string(n) + " tokens (expected one per token)");
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t t = tt.elem_i64(i);
+      if (t < 0 || t > 6)
+        f.fail("metadata key 'tokenizer.ggml.token_type': token " + std::to_string(i) + " has type " +
+               std::to_string(t) + " (expected 0..6)");
+      m->types[i] = TokenType(int32_t(t));
+    }
+  }
+
+  // Index. Duplicate pieces happen in real vocabs (e.g. unused slots); the first id wins.
+  m->index.reserve(n);
+  for (size_t i = 0; i < n; ++i) m->index.emplace(m->tokens[i], uint32_t(i));
+
+  m->bos = token_id_key(f, "tokenizer.ggml.bos_token_id", n);
+  m->eos = token_id_key(f, "tokenizer.ggml.eos_token_id", n);
+  m->unk = token_id_key(f, "tokenizer.ggml.unknown_token_id", n);
+  (void)token_id_key(f, "tokenizer.ggml.padding_token_id", n);
+  // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level BPE neither.
+  m->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", m->kind == Kind::Spm);
+  m->add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
+  m->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", m->kind == Kind::Spm);
+  if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
+  if (m->add_eos && m->eos < 0) f.fail("'tokenizer.ggml.add_eos_token' is true but there is no eos_token_id");
+
+  m->byte_token.fill(Impl::kNone);
+  if (m->kind == Kind::Spm) {
+    m->pre = Pre::None;
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      m->byte_token[b] = m->find(name);
+    }
+  } else {
+    const std::string pre(f.get_string("tokenizer.ggml.pre", "default"));
+    if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
+      m->pre = Pre::Gpt2;
+    } else if (pre == "llama-bpe" || pre == "llama3") {
+      m->pre = Pre::Llama3;
+      m->ignore_merges = true;  // as llama.cpp does for Llama 3
+    } else if (pre == "qwen2") {
+      m->pre = Pre::Qwen2;
+    } else {
+      f.fail("metadata key 'tokenizer.ggml.pre': unsupported pre-tokenizer '" + pre +
+             "' (supported: default, gpt2, gpt-2, llama-bpe, qwen2)");
+    }
+    for (int b = 0; b < 256; ++b) {
+      std::string s;
+      unicode::append_utf8(s, unicode::byte_to_cp(uint8_t(b)));
+      m->byte_token[b] = m->find(s);
+    }
+    // Merges "left right": both sides and the result must be tokens. A merge that cannot apply
+    // is an inconsistent vocab, which would silently change how text splits: reject it.
+    const GgufValue& mg = f.get_array("tokenizer.ggml.merges", GgufType::STRING);
+    m->merges.reserve(mg.strings.size());
+    for (size_t r = 0; r < mg.strings.size(); ++r) {
+      const std::string_view s = mg.strings[r];
+      const size_t sp = s.find(' ', 1);  // from 1: a merge may start with a literal space
+      if (sp == std::string_view::npos)
+        f.fail("metadata key 'tokenizer.ggml.merges': merge " + std::to_string(r) + " '" + std::string(s) +
+               "' is not 'left right'");
+      const std::string_view a = s.substr(0, sp), b = s.substr(sp + 1);
+      const uint32_t ia = m->find(a), ib = m->find(b), ir = m->find(std::string(a) + std::string(b));
+      if (ia == Impl::kNone || ib == Impl::kNone || ir == Impl::kNone)
+        f.fail("metadata key 'tokenizer.ggml.merges': merge " + std::to_string(r) + " '" + std::string(s) + "': '" +
+               (ia == Impl::kNone ? std::string(a) : ib == Impl::kNone ? std::string(b) : std::string(a) + std::string(b)) +
+               "' is not a token");
+      m->merges.emplace((uint64_t(ia) << 32) | ib, Impl::Merge{uint32_t(r), ir});  // first (best) rank wins
+    }
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    if (m->tokens[i].empty()) continue;
+    if (m->types[i] == TokenType::Control || m->types[i] == TokenType::Unknown) m->literal_control.push_back(uint32_t(i));
+    if (m->types[i] == TokenType::UserDefined) m->literal_user.push_back(uint32_t(i));
+  }
+  auto longest_first = [&](uint32_t a, uint32_t b) {
+    return m->tokens[a].size() != m->tokens[b].size() ? m->tokens[a].size() > m->tokens[b].size() : a < b;
+  };
+  std::sort(m->literal_control.begin(), m->literal_control.end(), longest_first);
+  std::sort(m->literal_user.begin(), m->literal_user.end(), longest_first);
+  return Tokenizer(std::move(m));
+}
+
+// ---- encoding --------------------------------------------------------------------------------
+
+std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const Impl& m = *impl_;
+  std::vector<uint32_t> out;
+  if (add_special && m.add_bos) out.push_back(uint32_t(m.bos));
+
+  // Split the text at literal tokens (leftmost, then longest), encode the pieces between.
+  bool after_special = true;  // SentencePiece adds the space prefix at the start and after a special
+  auto encode_text = [&](std::string_view piece) {
+    if (piece.empty()) return;
+    if (m.kind == Kind::Spm) {
+      if (m.add_space_prefix && after_special) {
+        std::string s = " ";
+        s += piece;
+        m.encode_spm(s, out);
+      } else {
+        m.encode_spm(piece, out);
+      }
+    } else {
+      m.encode_bpe(piece, out);
+    }
+    after_special = false;
+  };
+  size_t start = 0;
+  const bool any_literal = !m.literal_user.empty() || (parse_special && !m.literal_control.empty());
+  if (any_literal) {
+    for (size_t i = 0; i < text.size();) {
+      uint32_t hit = Impl::kNone;
+      for (const auto* list : {&m.literal_user, parse_special ? &m.literal_control : nullptr}) {
+        if (!list) continue;
+        for (uint32_t id : *list) {
+          const std::string& t = m.tokens[id];
+          if (text.compare(i, t.size(), t) == 0 && (hit == Impl::kNone || t.size() > m.tokens[hit].size())) {
+            hit = id;
+            break;  // lists are longest-first
+          }
+        }
+      }
+      if (hit == Impl::kNone) {
+        ++i;
+        continue;
+      }
+      encode_text(text.substr(start, i - start));
+      out.push_back(hit);
+      after_special = true;
+      i += m.tokens[hit].size();
+      start = i;
+    }
+  }
+  encode_text(text.substr(start));
+  if (add_special && m.add_eos) out.push_back(uint32_t(m.eos));
+  return out;
+}
+
+// ---- decoding --------------------------------------------------------------------------------
+
+std::string Tokenizer::token_bytes(uint32_t id, bool special) const {
+  const Impl& m = *impl_;
+  if (id >= m.tokens.size()) throw Error("token id " + std::to_string(id) + " is out of range (vocab has " +
+                                         std::to_string(m.tokens.size()) + " tokens)");
+  const std::string& t = m.tokens[id];
+  switch (m.types[id]) {
+    case TokenType::Control:
+      return special ? t : std::string();
+    case TokenType::Unknown:
+      return m.kind == Kind::Spm ? "\xe2\x96\x85" : t;  // llama.cpp shows <unk> as U+2585
+    case TokenType::UserDefined:
+      return t;  // added tokens are stored as plain text
+    case TokenType::Byte:
+      if (m.kind == Kind::Spm && t.size() == 6 && t.rfind("<0x", 0) == 0)
+        return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+      break;
+    default:
+      break;
+  }
+  std::string out;
+  if (m.kind == Kind::Spm) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.compare(i, 3, "\xe2\x96\x81") == 0) {
+        out += ' ';
+        i += 2;
+      } else {
+        out += t[i];
+      }
+    }
+  } else {
+    for (const unicode::Char& c : unicode::decode(t)) {
+      const int b = unicode::cp_to_byte(c.cp);
+      if (b >= 0)
+        out += char(b);
+      else
+        out.append(t, c.off, c.len);  // not a mapped byte: keep the text as is
+    }
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const uint32_t> ids, bool special) const {
+  std::string out;
+  bool at_start = true;
+  for (uint32_t id : ids) {
+    std::string b = token_bytes(id, special);
+    // Undo the encoder's space prefix on the first text token (BOS and other control tokens
+    // before it do not count), only at the start of the sequence as llama.cpp does.
+    if (at_start && !b.empty() && impl_->types[id] != TokenType::Control) {
+      if (impl_->kind == Kind::Spm && impl_->add_space_prefix && b[0] == ' ') b.erase(0, 1);
+      at_start = false;
+    }
+    out += b;
+  }
+  return out;  // raw bytes: may end inside a UTF-8 character (StreamDecoder handles that)
+}
+
+size_t utf8_complete_prefix(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const int len = unicode::utf8_len(uint8_t(s[i]));
+    if (len == 1) {
+      ++i;  // ASCII, or an invalid byte that can never complete
+      continue;
+    }
+    size_t k = 1;
+    while (k < size_t(len) && i + k < s.size() && (uint8_t(s[i + k]) & 0xc0) == 0x80) ++k;
+    if (k == size_t(len)) {
+      i += k;
+    } else if (i + k == s.size()) {
+      return i;  // a valid start that the next token may complete
+    } else {
+      i += k;  // broken sequence: emit as is, it will never become valid
+    }
+  }
+  return i;
+}
+
+std::string StreamDecoder::push(uint32_t id) {
+  std::string b = tok_.token_bytes(id, special_);
+  if (at_start_ && !b.empty() && tok_.token_type(id) != TokenType::Control) {
+    if (tok_.kind() == Tokenizer::Kind::Spm && tok_.add_space_prefix() && b[0] == ' ') b.erase(0, 1);
+    at_start_ = false;
+  }
+  pending_ += b;
+  const size_t n = utf8_complete_prefix(pending_);
+  std::string out = pending_.substr(0, n);
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out;
+  for (size_t i = 0; i < pending_.size(); ++i) out += "\xef\xbf\xbd";  // incomplete at the end
+  pending_.clear();
+  return out;
+}
+
+}  // namespace vkspec

@@ -1,0 +1,43 @@
+// Shared state of the tokenizers (private to src/tokenizer/).
+#pragma once
+
+#include <array>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vkspec/tokenizer.hpp"
+
+namespace vkspec {
+
+struct Tokenizer::Impl {
+  std::string path;  // for error messages
+  Kind kind = Kind::Spm;
+  Pre pre = Pre::None;
+  std::vector<std::string> tokens;  // owned copies: the GgufFile may be closed after loading
+  std::vector<float> scores;        // empty for gpt2 vocabs without scores
+  std::vector<TokenType> types;
+  std::unordered_map<std::string_view, uint32_t> index;  // views into `tokens`
+  // BPE: (left id << 32 | right id) -> rank (lower merges first) and the merged token.
+  struct Merge {
+    uint32_t rank, result;
+  };
+  std::unordered_map<uint64_t, Merge> merges;
+  int64_t bos = -1, eos = -1, unk = -1;
+  bool add_bos = false, add_eos = false, add_space_prefix = false;
+  bool ignore_merges = false;  // llama3: a piece that is already a token is not split
+  static constexpr uint32_t kNone = 0xffffffffu;
+  std::array<uint32_t, 256> byte_token{};  // SPM: id of <0xNN>; BPE: id of the mapped byte
+  // Tokens matched literally in text: (id) sorted by text length, longest first.
+  std::vector<uint32_t> literal_control;  // control/unknown: only with parse_special
+  std::vector<uint32_t> literal_user;     // user-defined: always (llama.cpp does the same)
+
+  uint32_t find(std::string_view s) const {
+    auto it = index.find(s);
+    return it == index.end() ? kNone : it->second;
+  }
+  void encode_spm(std::string_view text, std::vector<uint32_t>& out) const;
+  void encode_bpe(std::string_view text, std::vector<uint32_t>& out) const;
+};
+
+}  // namespace vkspec

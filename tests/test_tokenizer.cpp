@@ -1,0 +1,287 @@
+// Tokenizers against llama.cpp's test vectors, round trips, streaming decode, the 256-byte
+// demo vocab, and malformed tokenizer metadata.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "gguf_test_util.hpp"
+#include "shared_data.hpp"
+#include "vkspec/gguf_writer.hpp"
+#include "tokenizer/pretokenize.hpp"
+#include "vkspec/tokenizer.hpp"
+
+using namespace vkspec;
+using vkspec::test::TempFile;
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// .inp: every text is followed by "\n__ggml_vocab_test__\n"; .out: one line of ids per text.
+void run_vectors(const std::string& vocab, bool lossless) {
+  const std::string path = vkspec::test::shared_file("tokenizer-vectors/" + vocab);
+  if (path.empty()) return;
+  const std::string inp = read_all(path + ".inp");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t e = inp.find(sep, pos);
+    REQUIRE(e != std::string::npos);
+    texts.push_back(inp.substr(pos, e - pos));
+    pos = e + sep.size();
+  }
+  std::istringstream outs(read_all(path + ".out"));
+  std::vector<std::vector<uint32_t>> expected;
+  for (std::string line; std::getline(outs, line);) {
+    std::istringstream ls(line);
+    std::vector<uint32_t> ids;
+    for (uint32_t id; ls >> id;) ids.push_back(id);
+    expected.push_back(ids);
+  }
+  REQUIRE(texts.size() == expected.size());
+  GgufFile g = GgufFile::open(path);
+  Tokenizer tok = Tokenizer::from_gguf(g);
+  int matched = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(texts[i]);
+    const auto ids = tok.encode(texts[i]);
+    CHECK(ids == expected[i]);
+    matched += ids == expected[i];
+    if (lossless) CHECK(tok.decode(ids) == texts[i]);
+  }
+  MESSAGE(std::string(vocab) << ": " << matched << "/" << texts.size() << " test vectors match");
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: llama-spm matches llama.cpp's test vectors") { run_vectors("ggml-vocab-llama-spm.gguf", true); }
+
+TEST_CASE("tokenizer: gpt-2 matches llama.cpp's test vectors") { run_vectors("ggml-vocab-gpt-2.gguf", true); }
+
+TEST_CASE("tokenizer: special tokens only when asked; BOS with --add-special") {
+  const std::string path = vkspec::test::shared_file("tokenizer-vectors/ggml-vocab-llama-spm.gguf");
+  if (path.empty()) return;
+  GgufFile g = GgufFile::open(path);
+  Tokenizer tok = Tokenizer::from_gguf(g);
+  const auto plain = tok.encode("<s>hi");
+  CHECK(std::find(plain.begin(), plain.end(), 1u) == plain.end());
+  const auto sp = tok.encode("<s>hi", false, true);
+  REQUIRE(!sp.empty());
+  CHECK(sp[0] == 1u);
+  CHECK(tok.encode("hi", true) == std::vector<uint32_t>{1, 7251});
+  CHECK(tok.encode("hi", true)[1] == tok.encode("hi")[0]);
+  CHECK(tok.decode(tok.encode("hi", true)) == "hi");
+  CHECK(tok.decode(tok.encode("hi", true), true) == "<s>hi");
+}
+
+TEST_CASE("tokenizer: round trips and streaming decode with byte fallback") {
+  for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
+    const std::string path = vkspec::test::shared_file(std::string("tokenizer-vectors/") + vocab);
+    if (path.empty()) return;
+    CAPTURE(vocab);
+    GgufFile g = GgufFile::open(path);
+    Tokenizer tok = Tokenizer::from_gguf(g);
+    const std::string texts[] = {"Hello, world!\n\n  Indented\ttab",
+                                 "emoji 🦙🔥 and 中文字符 and ελληνικά, Ünïcödé",
+                                 "  leading and trailing  ", "a'll 'S 're 123456789 3.14 x",
+                                 std::string("nul\0byte", 8)};
+    for (const std::string& t : texts) {
+      CAPTURE(t);
+      const auto ids = tok.encode(t);
+      CHECK(tok.decode(ids) == t);
+      StreamDecoder d(tok);
+      std::string streamed;
+      for (uint32_t id : ids) {
+        const std::string piece = d.push(id);
+        CHECK(utf8_complete_prefix(piece) == piece.size());  // never half a character
+        streamed += piece;
+      }
+      streamed += d.flush();
+      CHECK(streamed == t);
+    }
+  }
+}
+
+TEST_CASE("tokenizer: utf8_complete_prefix") {
+  CHECK(utf8_complete_prefix("abc") == 3);
+  CHECK(utf8_complete_prefix("a\xf0\x9f") == 1);           // 4-byte char cut after 2 bytes
+  CHECK(utf8_complete_prefix("a\xf0\x9f\xa6\x99") == 5);   // complete
+  CHECK(utf8_complete_prefix("\xff" "a") == 2);            // invalid byte passes through
+  CHECK(utf8_complete_prefix("\xe4\xb8" "a") == 3);        // broken sequence passes through
+}
+
+namespace {
+
+// A byte-level vocab of exactly the 256 byte tokens, no merges (the colleague's demo model).
+std::vector<std::string> byte_vocab() {
+  // GPT-2's bytes_to_unicode, written out independently of src/tokenizer/unicode.cpp.
+  std::vector<std::string> v(256);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
+    const int cp = keep ? b : next++;
+    std::string s;
+    if (cp < 0x80) {
+      s += char(cp);
+    } else {
+      s += char(0xc0 | (cp >> 6));
+      s += char(0x80 | (cp & 0x3f));
+    }
+    v[b] = s;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: 256-byte gpt2 vocab with empty merges encodes raw bytes") {
+  GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_array_string("tokenizer.ggml.tokens", byte_vocab());
+  std::vector<int32_t> types(256, 1);
+  w.add_array_i32("tokenizer.ggml.token_type", types);
+  w.add_array_string("tokenizer.ggml.merges", {});
+  w.add_bool("tokenizer.ggml.add_bos_token", false);
+  w.add_bool("tokenizer.ggml.add_eos_token", false);
+  TempFile tf("bytevocab.gguf");
+  w.write(tf.path);
+  GgufFile g = GgufFile::open(tf.path);
+  Tokenizer tok = Tokenizer::from_gguf(g);
+  const std::string text = "Debian's apt-get  \n\tinstall ü 🦙 \x01\xff";
+  const auto ids = tok.encode(text, true);
+  REQUIRE(ids.size() == text.size());
+  for (size_t i = 0; i < text.size(); ++i) CHECK(ids[i] == uint8_t(text[i]));
+  CHECK(tok.decode(ids) == text);
+}
+
+TEST_CASE("tokenizer: pre-tokenizer splits (gpt2, llama3, qwen2)") {
+  auto split = [](Tokenizer::Pre pre, const std::string& text) {
+    std::vector<std::string> out;
+    for (auto [off, len] : pretokenize(pre, text)) out.push_back(text.substr(off, len));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  using P = Tokenizer::Pre;
+  CHECK(split(P::Llama3, "Hello world's 12345 (x)\n\n  y") ==
+        V{"Hello", " world", "'s", " ", "123", "45", " (", "x", ")\n\n", " ", " y"});
+  CHECK(split(P::Llama3, "I'LL go!!\r\n") == V{"I", "'LL", " go", "!!\r\n"});
+  CHECK(split(P::Llama3, "x \n \ny") == V{"x", " \n \n", "y"});
+  CHECK(split(P::Llama3, "\u00e9t\u00e9 \u4e2d\u6587 \u0661\u0662") == V{"\u00e9t\u00e9", " \u4e2d\u6587", " ", "\u0661\u0662"});
+  CHECK(split(P::Qwen2, "ab 123 ") == V{"ab", " ", "1", "2", "3", " "});
+  CHECK(split(P::Gpt2, "I'LL go  now!!\n\nok 42x") == V{"I", "'", "LL", " go", " ", " now", "!!", "\n", "\n", "ok", " 42", "x"});
+  CHECK(split(P::Gpt2, "a  \t b   ") == V{"a", "  \t", " b", "   "});
+  // Invalid UTF-8 still tiles the text.
+  CHECK(split(P::Gpt2, "a\xff\xfe b") == V{"a", "\xff\xfe", " b"});
+}
+
+TEST_CASE("tokenizer reject: malformed metadata") {
+  auto reject = [](GgufWriter& w, const std::string& what) {
+    TempFile tf("badtok.gguf");
+    w.write(tf.path);
+    GgufFile g = GgufFile::open(tf.path);
+    CHECK_THROWS_WITH_AS(Tokenizer::from_gguf(g), doctest::Contains(what.c_str()), Error);
+  };
+  auto base = [] {
+    GgufWriter w;
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_array_string("tokenizer.ggml.tokens", byte_vocab());
+    w.add_array_string("tokenizer.ggml.merges", {});
+    return w;
+  };
+  {
+    GgufWriter w = base();
+    w.remove("tokenizer.ggml.merges");
+    reject(w, "missing required metadata key 'tokenizer.ggml.merges'");
+  }
+  {
+    GgufWriter w = base();
+    w.add_array_string("tokenizer.ggml.merges", {"a b"});
+    reject(w, "merge 0 'a b': 'ab' is not a token");
+  }
+  {
+    GgufWriter w = base();
+    w.add_array_string("tokenizer.ggml.merges", {"zz q"});
+    reject(w, "merge 0 'zz q': 'zz' is not a token");
+  }
+  {
+    GgufWriter w = base();
+    w.add_array_string("tokenizer.ggml.merges", {"ab"});
+    reject(w, "merge 0 'ab' is not 'left right'");
+  }
+  {
+    GgufWriter w = base();
+    w.add_u32("tokenizer.ggml.eos_token_id", 256);
+    reject(w, "'tokenizer.ggml.eos_token_id': token id 256 is out of range (vocab has 256 tokens)");
+  }
+  {
+    GgufWriter w = base();
+    std::vector<int32_t> types(255, 1);
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    reject(w, "'tokenizer.ggml.token_type': 255 types for 256 tokens");
+  }
+  {
+    GgufWriter w = base();
+    std::vector<float> scores(10, 0.0f);
+    w.add_array_f32("tokenizer.ggml.scores", scores);
+    reject(w, "'tokenizer.ggml.scores': 10 scores for 256 tokens");
+  }
+  {
+    GgufWriter w = base();
+    w.add_string("tokenizer.ggml.pre", "deepseek-coder");
+    reject(w, "unsupported pre-tokenizer 'deepseek-coder'");
+  }
+  {
+    GgufWriter w = base();
+    w.add_string("tokenizer.ggml.model", "t5");
+    reject(w, "unsupported tokenizer 't5'");
+  }
+  {
+    GgufWriter w = base();
+    w.remove("tokenizer.ggml.tokens");
+    reject(w, "missing required metadata key 'tokenizer.ggml.tokens'");
+  }
+  {
+    GgufWriter w = base();
+    w.add_string("tokenizer.ggml.model", "llama");
+    reject(w, "missing required metadata key 'tokenizer.ggml.scores'");
+  }
+}
+
+TEST_CASE("tokenizer: encode speed on 1 MB of text") {
+  for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
+    const std::string path = vkspec::test::shared_file(std::string("tokenizer-vectors/") + vocab);
+    if (path.empty()) return;
+    GgufFile g = GgufFile::open(path);
+    Tokenizer tok = Tokenizer::from_gguf(g);
+    // 1 MB of mixed prose: the test inputs repeated, in ~1 KB paragraphs as a prompt would be.
+    const std::string inp = read_all(path + ".inp");
+    std::string para;
+    for (size_t i = 0; i < inp.size() && para.size() < 1024; ++i)
+      if (inp.compare(i, 19, "__ggml_vocab_test__") == 0)
+        i += 18;
+      else
+        para += inp[i];
+    std::vector<std::string> chunks;
+    size_t total = 0;
+    while (total < (1u << 20)) {
+      chunks.push_back(para);
+      total += para.size();
+    }
+    size_t n = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const std::string& c : chunks) n += tok.encode(c).size();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE(std::string(vocab) << ": encoded " << total << " bytes in " << s * 1e3 << " ms: " << n / s / 1e6 << " M tokens/s, "
+                  << total / s / 1e6 << " MB/s");
+  }
+}
