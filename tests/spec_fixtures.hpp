@@ -1,0 +1,133 @@
+// Small verifiers and EAGLE heads for the speculative-decoding tests, written to temp files.
+//
+// "Oracle" heads make drafts the verifier accepts most of the time, so long accepted paths and
+// multi-token commits are exercised: in a verifier whose attention and MLP outputs are scaled by
+// `mix` (small), the next token depends mostly on the current one, and argmax lm_head(rmsnorm(e) ⊙ w)
+// = argmax lm_head(e ⊙ w) (a positive scale never changes an argmax). A head whose fc maps
+// concat(embed(tok), f) to embed(tok) ⊙ w (and whose layer adds nothing) drafts exactly that.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf_test_util.hpp"
+#include "vkspec/dtype.hpp"
+#include "vkspec/gguf_writer.hpp"
+
+namespace vkspec::test {
+
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / ("vkspec_" + std::to_string(::getpid()) + "_" + name)).string()) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+inline std::vector<float> uniform(size_t n, std::mt19937& rng, float a) {
+  std::uniform_real_distribution<float> d(-a, a);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// A Llama verifier, f32, tied output; attention-output and down projections scaled by `mix`.
+inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2) {
+  LlamaConfig cfg;
+  cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = 512;
+  std::mt19937 rng(seed);
+  GgufWriter w;
+  add_llama_metadata(w, cfg, "spec-test");
+  const uint64_t uC = C, uV = V, uF = cfg.F, KV = uint64_t(cfg.Hkv) * cfg.D;
+  auto emb = uniform(uV * uC, rng, 1.0f);
+  w.add_tensor_f32("token_embd.weight", {uC, uV}, emb, GgmlType::F32);
+  std::vector<float> ones(C, 1.0f);
+  auto norm = uniform(uC, rng, 0.5f);
+  for (auto& x : norm) x += 1.0f;
+  w.add_tensor_f32("output_norm.weight", {uC}, norm, GgmlType::F32);
+  const float a = 1.0f / std::sqrt(float(C));
+  for (int l = 0; l < L; ++l) {
+    auto name = [&](const char* s) { return "blk." + std::to_string(l) + "." + s; };
+    w.add_tensor_f32(name("attn_norm.weight"), {uC}, ones, GgmlType::F32);
+    w.add_tensor_f32(name("ffn_norm.weight"), {uC}, ones, GgmlType::F32);
+    w.add_tensor_f32(name("attn_q.weight"), {uC, uC}, uniform(uC * uC, rng, a * 3), GgmlType::F32);
+    w.add_tensor_f32(name("attn_k.weight"), {uC, KV}, uniform(uC * KV, rng, a * 3), GgmlType::F32);
+    w.add_tensor_f32(name("attn_v.weight"), {uC, KV}, uniform(uC * KV, rng, a), GgmlType::F32);
+    w.add_tensor_f32(name("attn_output.weight"), {uC, uC}, uniform(uC * uC, rng, a * mix), GgmlType::F32);
+    w.add_tensor_f32(name("ffn_gate.weight"), {uC, uF}, uniform(uC * uF, rng, a), GgmlType::F32);
+    w.add_tensor_f32(name("ffn_up.weight"), {uC, uF}, uniform(uC * uF, rng, a), GgmlType::F32);
+    w.add_tensor_f32(name("ffn_down.weight"), {uF, uC}, uniform(uF * uC, rng, mix / std::sqrt(float(cfg.F))),
+                     GgmlType::F32);
+  }
+  w.write(path);
+  // The oracle head needs the final norm weights and embedding: stash them beside the file.
+  std::ofstream(path + ".norm", std::ios::binary).write(reinterpret_cast<const char*>(norm.data()), C * 4);
+  return cfg;
+}
+
+// Writes an EAGLE head folder (model.safetensors + config.json) in Hugging Face layout.
+// mode 0: random weights (low acceptance). mode 1: oracle (see above). mode 2: oracle + noise.
+inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const std::string& verifier_path, uint32_t seed,
+                       int mode, float noise = 0.0f) {
+  const uint64_t C = vcfg.C, F = 64, H = vcfg.H, Hkv = vcfg.Hkv, D = vcfg.D;
+  std::mt19937 rng(seed);
+  std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> t;
+  const float a = 1.0f / std::sqrt(float(C));
+  std::vector<float> fc = uniform(C * 2 * C, rng, mode == 0 ? a : noise);
+  if (mode != 0) {
+    std::vector<float> norm(C);
+    std::ifstream(verifier_path + ".norm", std::ios::binary).read(reinterpret_cast<char*>(norm.data()), C * 4);
+    for (uint64_t i = 0; i < C; ++i) fc[i * 2 * C + i] += norm[i];  // h = embed(tok) ⊙ w (+ noise)
+  }
+  const float layer = mode == 0 ? a : 0.0f;
+  t.push_back({"fc.weight", {{C, 2 * C}, fc}});
+  t.push_back({"fc.bias", {{C}, uniform(C, rng, mode == 0 ? 0.1f : 0.0f)}});
+  t.push_back({"layers.0.self_attn.q_proj.weight", {{H * D, C}, uniform(H * D * C, rng, a)}});
+  t.push_back({"layers.0.self_attn.k_proj.weight", {{Hkv * D, C}, uniform(Hkv * D * C, rng, a)}});
+  t.push_back({"layers.0.self_attn.v_proj.weight", {{Hkv * D, C}, uniform(Hkv * D * C, rng, a)}});
+  t.push_back({"layers.0.self_attn.o_proj.weight", {{C, H * D}, uniform(C * H * D, rng, layer)}});
+  t.push_back({"layers.0.mlp.gate_proj.weight", {{F, C}, uniform(F * C, rng, a)}});
+  t.push_back({"layers.0.mlp.up_proj.weight", {{F, C}, uniform(F * C, rng, a)}});
+  t.push_back({"layers.0.mlp.down_proj.weight", {{C, F}, uniform(C * F, rng, layer)}});
+  t.push_back({"layers.0.post_attention_layernorm.weight", {{C}, std::vector<float>(C, 1.0f)}});
+  // safetensors: u64 header length, JSON header, then the data (F16 here, as published heads).
+  nlohmann::json h = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  for (auto& [name, sv] : t) {
+    const uint64_t off = data.size();
+    for (float x : sv.second) {
+      uint16_t b = f32_to_f16(x);
+      data.push_back(uint8_t(b & 0xff));
+      data.push_back(uint8_t(b >> 8));
+    }
+    h[name] = {{"dtype", "F16"}, {"shape", sv.first}, {"data_offsets", {off, uint64_t(data.size())}}};
+  }
+  std::string hs = h.dump();
+  std::ofstream f(dir + "/model.safetensors", std::ios::binary);
+  const uint64_t n = hs.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f.write(hs.data(), std::streamsize(n));
+  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  nlohmann::json cfg = {{"architectures", {"LlamaForCausalLMEagle"}},
+                        {"hidden_size", C},
+                        {"intermediate_size", F},
+                        {"num_attention_heads", H},
+                        {"num_key_value_heads", Hkv},
+                        {"rms_norm_eps", 1e-5},
+                        {"rope_theta", 10000.0},
+                        {"vocab_size", vcfg.V},
+                        {"max_position_embeddings", 512}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+}
+
+}  // namespace vkspec::test

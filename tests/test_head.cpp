@@ -1,0 +1,160 @@
+// EAGLE head forward vs a plain CPU reference that applies rotate_half to the Hugging Face
+// layout weights (DESIGN.md §5), and the refusals of heads that do not fit the verifier.
+#include <cmath>
+
+#include "spec_fixtures.hpp"
+#include "vk_fixture.hpp"
+#include "vkspec/eagle_head.hpp"
+#include "vkspec/safetensors.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+// h(N, C) and logits(N, V) of the head over a causal chain at positions 0..N-1.
+void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, const std::vector<uint32_t>& toks,
+              const std::vector<float>& feats, std::vector<float>& h_out, std::vector<float>& logits) {
+  auto st = SafetensorsFile::open(dir + "/model.safetensors");
+  auto W = [&](const std::string& n) { return st.tensors().at(n).to_f32(); };
+  const int C = vc.C, H = vc.H, Hkv = vc.Hkv, D = vc.D, N = int(toks.size());
+  const int F = int(st.tensors().at("layers.0.mlp.gate_proj.weight").shape[0]);
+  auto emb = dequantize_tensor(g.require_tensor("token_embd.weight"));
+  auto fc = W("fc.weight"), fcb = W("fc.bias"), wq = W("layers.0.self_attn.q_proj.weight"),
+       wk = W("layers.0.self_attn.k_proj.weight"), wv = W("layers.0.self_attn.v_proj.weight"),
+       wo = W("layers.0.self_attn.o_proj.weight"), wg = W("layers.0.mlp.gate_proj.weight"),
+       wu = W("layers.0.mlp.up_proj.weight"), wd = W("layers.0.mlp.down_proj.weight"),
+       pn = W("layers.0.post_attention_layernorm.weight");
+  auto mv = [](const std::vector<float>& w, const std::vector<double>& x, int rows, int cols) {
+    std::vector<double> y(rows);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) y[r] += double(w[size_t(r) * cols + c]) * x[c];
+    return y;
+  };
+  auto rot = [&](std::vector<double>& v, int heads, int pos) {  // HF rotate_half: pairs (i, i + D/2)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < D / 2; ++i) {
+        double ang = pos * std::pow(10000.0, -2.0 * i / D), c = std::cos(ang), s = std::sin(ang);
+        double a = v[h * D + i], b = v[h * D + i + D / 2];
+        v[h * D + i] = a * c - b * s;
+        v[h * D + i + D / 2] = a * s + b * c;
+      }
+  };
+  std::vector<std::vector<double>> K, Vv;
+  h_out.clear();
+  logits.clear();
+  for (int t = 0; t < N; ++t) {
+    std::vector<double> in(2 * C);
+    for (int c = 0; c < C; ++c) in[c] = emb[size_t(toks[t]) * C + c], in[C + c] = feats[size_t(t) * C + c];
+    auto x = mv(fc, in, C, 2 * C);
+    for (int c = 0; c < C; ++c) x[c] += fcb[c];
+    auto q = mv(wq, x, H * D, C), k = mv(wk, x, Hkv * D, C), v = mv(wv, x, Hkv * D, C);
+    rot(q, H, t);
+    rot(k, Hkv, t);
+    K.push_back(k);
+    Vv.push_back(v);
+    std::vector<double> att(H * D);
+    for (int h = 0; h < H; ++h) {
+      const int hk = h / (H / Hkv);
+      std::vector<double> s(t + 1);
+      double m = -1e300, l = 0;
+      for (int j = 0; j <= t; ++j) {
+        for (int d = 0; d < D; ++d) s[j] += q[h * D + d] * K[j][hk * D + d];
+        s[j] /= std::sqrt(double(D));
+        m = std::max(m, s[j]);
+      }
+      for (auto& e : s) l += (e = std::exp(e - m));
+      for (int d = 0; d < D; ++d)
+        for (int j = 0; j <= t; ++j) att[h * D + d] += s[j] / l * Vv[j][hk * D + d];
+    }
+    auto o = mv(wo, att, C, H * D);
+    for (int c = 0; c < C; ++c) x[c] += o[c];
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    std::vector<double> xn(C);
+    for (int c = 0; c < C; ++c) xn[c] = x[c] / std::sqrt(ss / C + 1e-5) * pn[c];
+    auto gt = mv(wg, xn, F, C), up = mv(wu, xn, F, C);
+    for (int f = 0; f < F; ++f) gt[f] = gt[f] / (1 + std::exp(-gt[f])) * up[f];
+    auto dn = mv(wd, gt, C, F);
+    for (int c = 0; c < C; ++c) x[c] += dn[c];
+    for (int c = 0; c < C; ++c) h_out.push_back(float(x[c]));
+    auto lg = mv(emb, x, vc.V, C);  // tied lm_head
+    for (double e : lg) logits.push_back(float(e));
+  }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on Hugging Face layout weights") {
+  TempFile vf("head_verifier.gguf");
+  LlamaConfig vc = write_verifier(vf.path, 7, 1.0f);
+  GgufFile g = GgufFile::open(vf.path);
+  ModelOptions mo;
+  mo.context = 64;
+  mo.max_rows = 16;
+  LlamaModel model(ctx, g, mo);
+  TempDir hd("head_rand");
+  write_head(hd.path, vc, vf.path, 11, 0);
+  EagleHead head(ctx, hd.path, model, 64, 16);
+
+  const uint32_t N = 9, C = uint32_t(vc.C);
+  std::vector<uint32_t> toks;
+  for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
+  auto feats = random_floats(size_t(N) * C, 5);
+  std::vector<int32_t> pos(N);
+  for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
+  Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
+  tb.upload(toks);
+  fb.upload(feats);
+  pb.upload(pos);
+  Sequence seq(ctx);
+  seq.begin();
+  EagleHead::ForwardArgs a;
+  a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
+  head.forward(seq, a);
+  seq.run();
+  std::vector<float> h_ref, l_ref, h_got, l_got;
+  head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref);
+  for (uint32_t r = 0; r < N; ++r) {
+    auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
+    auto l = head.logits().buf->read<float>(vc.V, size_t(r) * head.logits().stride * 4);
+    h_got.insert(h_got.end(), h.begin(), h.end());
+    l_got.insert(l_got.end(), l.begin(), l.end());
+  }
+  check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden");
+  check_close(l_got, l_ref, 1e-3f, 1e-4f, "head logits");
+}
+
+TEST_CASE_FIXTURE(VkTest, "a head that does not fit the verifier is refused with the reason") {
+  TempFile vf("fit_verifier.gguf");
+  LlamaConfig vc = write_verifier(vf.path, 3, 1.0f);
+  GgufFile g = GgufFile::open(vf.path);
+  ModelOptions mo;
+  mo.context = 32;
+  LlamaModel model(ctx, g, mo);
+  {
+    TempDir hd("head_width");
+    LlamaConfig other = vc;
+    other.C = 32, other.D = 8;
+    write_head(hd.path, other, vf.path, 1, 0);
+    CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 32, 8), doctest::Contains("hidden_size 32 != verifier width 64"),
+                         Error);
+  }
+  {
+    TempDir hd("head_vocab");
+    LlamaConfig other = vc;
+    other.V = 50;
+    write_head(hd.path, other, vf.path, 1, 0);
+    CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 32, 8), doctest::Contains("vocab_size 50"), Error);
+  }
+  {
+    TempDir hd("head_missing");
+    CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 32, 8), doctest::Contains("model.safetensors"), Error);
+  }
+  {
+    TempDir hd("head_trunc");
+    write_head(hd.path, vc, vf.path, 1, 0);
+    std::filesystem::resize_file(hd.path + "/model.safetensors", 4000);
+    CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 32, 8), doctest::Contains("outside the"), Error);
+  }
+}
