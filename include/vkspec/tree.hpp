@@ -42,4 +42,83 @@ enum TreeInfo : uint32_t {
   kInfoBestHead = 8,  // accept: head that drafted the deepest accepted node (0 if a == 0)
 };
 
+
+// Largest tree / pool the single-workgroup tree kernels take (shared memory: <= 16 KiB each).
+constexpr uint32_t kTreeMaxNodes = 512;
+// merge_trie works on both pools at once: count1 + count2 - 1 <= kTrieMaxNodes.
+constexpr uint32_t kTrieMaxNodes = 1024;
+
+// ---- drafting (DESIGN.md §2, EAGLE-2) -------------------------------------------------------
+
+// Pool node 0 = root: token root_token[root_offset], parent -1, depth 0, score 0, head 0.
+void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, uint32_t root_offset,
+               KernelConfig cfg = {});
+
+// Appends the F*k children of the F frontier nodes (pool indices frontier[frontier_offset + f])
+// at pool indices base + f*k + j: token = ids[o], parent = frontier[f], depth = depth[parent] + 1,
+// score = score[parent] + logp[o], head = head_id, with o = topk_offset + f*topk_stride + j (the
+// `topk` op's output rows). Then writes the best next_F of the new nodes, by (score desc, pool
+// index asc), in rank order, to next_frontier[next_offset..]. F*k <= kTreeMaxNodes.
+void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& frontier, uint32_t frontier_offset,
+                  uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset, uint32_t topk_stride,
+                  uint32_t k, uint32_t head_id, const Buffer& next_frontier, uint32_t next_offset, uint32_t next_F,
+                  KernelConfig cfg = {});
+
+// Keeps the best B of pool nodes 1..count-1 by (score desc, index asc) and writes them to `out`
+// renumbered in increasing pool index (parents first), root at 0; out.info[kInfoNodes] = B + 1.
+// Writes token/parent/depth/score/head (not mask/pos/retrieve: see tree_meta). B <= count - 1.
+void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_t B, DeviceTree& out,
+                  KernelConfig cfg = {});
+
+// ---- verification inputs (DESIGN.md §2, seed 000 §4.2–4.3) ----------------------------------
+
+// From parent[0..n): depth, mask rows (n, mask_words), pos = t + depth, retrieve rows (one per
+// leaf, increasing leaf index, root first, -1 padded to max_depth + 1), info[kInfoLeaves].
+// tree.cap <= kTreeMaxNodes.
+// The caller guarantees depth <= tree.max_depth (asserted: max_depth < kAttentionMaxDepth).
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, uint32_t t, KernelConfig cfg = {});
+
+// ---- combining two heads' trees -------------------------------------------------------------
+
+// Seed 000 §4.1: n1, n2 are non-root node counts. out = t1's root, t1's nodes at 1..n1, t2's
+// node i > 0 at n1 + i, parents remapped by φ (φ(0) = 0); out.info[kInfoNodes] = 1 + n1 + n2.
+void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                 DeviceTree& out, KernelConfig cfg = {});
+
+// Our extension (DESIGN.md §9): both heads' candidate pools, nodes with the same token path from
+// the root folded into one (score = max, head = 1, 2 or 3 for both), then the best n_out - 1
+// distinct nodes by (score desc, index asc in the order pool1 then pool2 without its root),
+// written parents first. If fewer than n_out - 1 distinct nodes exist, the remaining slots are
+// padding leaves under the root (token = root token, score -inf, head 0): verifying them is
+// harmless (a match is the verifier's own argmax), and N stays n_out for the verifier.
+// out.info[kInfoNodes] = n_out. count1 + count2 - 1 <= kTrieMaxNodes, n_out <= out.cap.
+void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const DeviceTree& pool2, uint32_t count2,
+                uint32_t n_out, DeviceTree& out, KernelConfig cfg = {});
+
+// Seed 001 §5: μ_h = mean over the n_h retained non-root nodes of exp(score); out = a copy of
+// tree 1 if μ_1 >= μ_2 else tree 2 (token/parent/depth/score/head); info[kInfoChosen],
+// info[kInfoMu1], info[kInfoMu2] (f32 bits), info[kInfoNodes] = 1 + n. Requires n1 == n2.
+void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                 DeviceTree& out, KernelConfig cfg = {});
+
+// ---- acceptance and commit (DESIGN.md §3–4) -------------------------------------------------
+
+// verifier_argmax[i] = the verifier's argmax token at node i. Longest accepted prefix over ALL
+// retrieve rows (ties → lower row): info[kInfoAccepted] = a, info[kInfoBestRow],
+// info[kInfoNextRoot] = argmax at the last accepted node, info[kInfoBestHead] (0 if a == 0),
+// accepted[0..a] = the path's node indices, root first. Needs tree_meta's retrieve + leaves.
+void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,
+                   KernelConfig cfg = {});
+
+// Cache rows (row_floats f32 each) at slots t + accepted[e] move to t + e, e = 0..a
+// (a = tree.info[kInfoAccepted]); overlap-safe.
+void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, uint32_t t, const Buffer& cache,
+                 uint32_t row_floats, KernelConfig cfg = {});
+// dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias.
+void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
+                 KernelConfig cfg = {});
+// out_tokens[out_count[0] + e] = token[accepted[e]], e = 0..a; then out_count[0] += a + 1.
+void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, const Buffer& out_tokens,
+                   const Buffer& out_count, KernelConfig cfg = {});
+
 }  // namespace vkspec

@@ -1,0 +1,44 @@
+#version 450
+// draft_expand (DESIGN.md §2, EAGLE-2): one workgroup appends the F*k children of the frontier
+// at pool indices base + f*k + j, then ranks them by (score desc, pool index asc) and writes the
+// best next_F, in rank order, as the next frontier. Ranking by counting keeps the order
+// deterministic whatever the workgroup or subgroup size.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+const uint NMAX = 512;  // F*k <= NMAX (host asserts)
+layout(set = 0, binding = 0, std430) buffer Tok { uint token[]; };
+layout(set = 0, binding = 1, std430) buffer Par { int parent[]; };
+layout(set = 0, binding = 2, std430) buffer Dep { uint depth[]; };
+layout(set = 0, binding = 3, std430) buffer Sco { float score[]; };
+layout(set = 0, binding = 4, std430) buffer Head { uint head[]; };
+layout(set = 0, binding = 5, std430) readonly buffer Frontier { uint frontier[]; };
+layout(set = 0, binding = 6, std430) readonly buffer Ids { uint ids[]; };
+layout(set = 0, binding = 7, std430) readonly buffer Logp { float logp[]; };
+layout(set = 0, binding = 8, std430) writeonly buffer Next { uint next_frontier[]; };
+layout(push_constant) uniform Push {
+  uint base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F;
+} pc;
+shared float cand[NMAX];
+void main() {
+  const uint lid = gl_LocalInvocationID.x, n = pc.F * pc.k;
+  for (uint i = lid; i < n; i += WG) {
+    const uint f = i / pc.k, j = i % pc.k;
+    const uint p = frontier[pc.frontier_offset + f];
+    const uint src = pc.topk_offset + f * pc.topk_stride + j;
+    const float s = score[p] + logp[src];
+    const uint node = pc.base + i;
+    token[node] = ids[src];
+    parent[node] = int(p);
+    depth[node] = depth[p] + 1;
+    score[node] = s;
+    head[node] = pc.head_id;
+    cand[i] = s;
+  }
+  barrier();
+  for (uint i = lid; i < n; i += WG) {
+    const float s = cand[i];
+    uint rank = 0;
+    for (uint j = 0; j < n; ++j) rank += (cand[j] > s || (cand[j] == s && j < i)) ? 1u : 0u;
+    if (rank < pc.next_F) next_frontier[pc.next_offset + rank] = pc.base + i;
+  }
+}

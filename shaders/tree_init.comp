@@ -1,0 +1,19 @@
+#version 450
+// pool_init: node 0 of a candidate pool is the root, token = root_token[root_offset].
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(set = 0, binding = 0, std430) readonly buffer RootTok { uint root_token[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Tok { uint token[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Par { int parent[]; };
+layout(set = 0, binding = 3, std430) writeonly buffer Dep { uint depth[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer Sco { float score[]; };
+layout(set = 0, binding = 5, std430) writeonly buffer Head { uint head[]; };
+layout(push_constant) uniform Push { uint root_offset; } pc;
+void main() {
+  if (gl_GlobalInvocationID.x != 0) return;
+  token[0] = root_token[pc.root_offset];
+  parent[0] = -1;
+  depth[0] = 0;
+  score[0] = 0.0;
+  head[0] = 0;
+}

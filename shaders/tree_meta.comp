@@ -1,0 +1,59 @@
+#version 450
+// tree_meta (DESIGN.md §2, seed 000 §4.2–4.3): from the parent pointers of n nodes, in one
+// workgroup: depth, the ancestor bit mask, positions t + depth, and the retrieve matrix (one row
+// per leaf in increasing leaf index, root first, -1 padded). Walks are bounded by max_depth, the
+// host's promise (the attention kernel supports at most kAttentionMaxDepth levels).
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+const uint NMAX = 512;
+const uint MAXW = NMAX / 32;
+layout(set = 0, binding = 0, std430) readonly buffer Par { int parent[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Dep { uint depth[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Mask { uint mask[]; };  // (cap, words)
+layout(set = 0, binding = 3, std430) writeonly buffer Pos { int pos[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer Ret { int retrieve[]; };  // (cap, max_depth+1)
+layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
+layout(push_constant) uniform Push { uint n, t, max_depth, words; } pc;
+shared uint has_child[NMAX];
+shared uint node_depth[NMAX];
+void main() {
+  const uint lid = gl_LocalInvocationID.x, n = pc.n, W = pc.max_depth + 1;
+  for (uint i = lid; i < n; i += WG) has_child[i] = 0;
+  barrier();
+  for (uint i = lid; i < n; i += WG) {
+    uint m[MAXW];
+    for (uint w = 0; w < pc.words; ++w) m[w] = 0;
+    uint d = 0;
+    int j = int(i);
+    while (true) {
+      m[uint(j) / 32] |= 1u << (uint(j) % 32);
+      const int p = parent[j];
+      if (p < 0 || d == pc.max_depth + 1) break;  // bound: a deeper node is a caller error
+      j = p;
+      ++d;
+    }
+    for (uint w = 0; w < pc.words; ++w) mask[i * pc.words + w] = m[w];
+    depth[i] = d;
+    node_depth[i] = d;
+    pos[i] = int(pc.t + d);
+    if (i > 0) has_child[uint(parent[i])] = 1;  // same value from every child: benign
+  }
+  barrier();
+  for (uint i = lid; i < n; i += WG) {
+    if (has_child[i] != 0) continue;
+    uint row = 0;
+    for (uint j = 0; j < i; ++j) row += 1u - has_child[j];
+    const uint d = min(node_depth[i], pc.max_depth);
+    for (uint c = d + 1; c < W; ++c) retrieve[row * W + c] = -1;
+    int j = int(i);
+    for (int c = int(d); c >= 0; --c) {
+      retrieve[row * W + uint(c)] = j;
+      j = parent[j];
+    }
+  }
+  if (lid == 0) {
+    uint leaves = 0;
+    for (uint j = 0; j < n; ++j) leaves += 1u - has_child[j];
+    info[1] = leaves;  // kInfoLeaves
+  }
+}

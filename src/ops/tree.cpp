@@ -1,0 +1,185 @@
+// Host side of the tree kernels (shaders/tree_*.comp): draft pools, best-B selection, merge and
+// route, mask/positions/retrieve, greedy acceptance and commit. Every function only records
+// dispatches; nothing about individual nodes is read back.
+#include "vkspec/tree.hpp"
+
+#include <cassert>
+
+#include "ops/common.hpp"
+
+namespace vkspec {
+
+using namespace ops;
+
+DeviceTree::DeviceTree(Context& ctx, uint32_t cap_, uint32_t max_depth_)
+    : cap(cap_), max_depth(max_depth_), mask_words((cap_ + 31) / 32) {
+  assert(cap_ >= 1);
+  const VkDeviceSize n = cap_;
+  token = Buffer(ctx, n * 4);
+  parent = Buffer(ctx, n * 4);
+  depth = Buffer(ctx, n * 4);
+  score = Buffer(ctx, n * 4);
+  head = Buffer(ctx, n * 4);
+  mask = Buffer(ctx, n * mask_words * 4);
+  pos = Buffer(ctx, n * 4);
+  retrieve = Buffer(ctx, n * (max_depth_ + 1) * 4);
+  info = Buffer(ctx, 16 * 4);
+}
+
+namespace {
+
+struct InitPush {
+  uint32_t root_offset;
+};
+static_assert(sizeof(InitPush) == 4);
+
+struct ExpandPush {
+  uint32_t base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F;
+};
+static_assert(sizeof(ExpandPush) == 36);
+
+struct SelectPush {
+  uint32_t count, B;
+};
+static_assert(sizeof(SelectPush) == 8);
+
+struct MetaPush {
+  uint32_t n, t, max_depth, words;
+};
+static_assert(sizeof(MetaPush) == 16);
+
+struct MergePush {
+  uint32_t n1, n2;
+};
+static_assert(sizeof(MergePush) == 8);
+
+struct CountPush {  // tree_route, tree_pick
+  uint32_t n;
+};
+static_assert(sizeof(CountPush) == 4);
+
+struct AcceptPush {
+  uint32_t W;  // retrieve row width = max_depth + 1
+};
+static_assert(sizeof(AcceptPush) == 4);
+
+struct CommitPush {
+  uint32_t t, row_floats;
+};
+static_assert(sizeof(CommitPush) == 8);
+
+struct GatherPush {
+  uint32_t cols, s_offset, s_stride, d_offset, d_stride;
+};
+static_assert(sizeof(GatherPush) == 20);
+
+}  // namespace
+
+void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, uint32_t root_offset, KernelConfig cfg) {
+  InitPush push{root_offset};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_init", 6, sizeof(push), cfg);
+  seq.dispatch(p, {in(root_token), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head)},
+               push, 1, 1, 1, "pool_init");
+}
+
+void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& frontier, uint32_t frontier_offset,
+                  uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset, uint32_t topk_stride,
+                  uint32_t k, uint32_t head_id, const Buffer& next_frontier, uint32_t next_offset, uint32_t next_F,
+                  KernelConfig cfg) {
+  assert(F * k <= kTreeMaxNodes && base + F * k <= pool.cap && next_F <= F * k && base >= 1);
+  ExpandPush push{base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_expand", 9, sizeof(push), cfg);
+  seq.dispatch(p,
+               {out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head), in(frontier),
+                in(ids), in(logp), out(next_frontier)},
+               push, 1, 1, 1, "draft_expand");
+}
+
+void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_t B, DeviceTree& out_tree,
+                  KernelConfig cfg) {
+  assert(count >= 1 && count <= pool.cap && count <= kTreeMaxNodes);
+  assert(B <= count - 1 && B + 1 <= out_tree.cap);
+  SelectPush push{count, B};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_select", 11, sizeof(push), cfg);
+  seq.dispatch(p,
+               {in(pool.token), in(pool.parent), in(pool.depth), in(pool.score), in(pool.head), out(out_tree.token),
+                out(out_tree.parent), out(out_tree.depth), out(out_tree.score), out(out_tree.head),
+                out(out_tree.info)},
+               push, 1, 1, 1, "draft_select");
+}
+
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, uint32_t t, KernelConfig cfg) {
+  assert(n >= 1 && n <= tree.cap && tree.cap <= kTreeMaxNodes);  // mask row fits tree_meta's registers
+  assert(tree.max_depth < kAttentionMaxDepth);  // the attention kernel's path-length limit
+  MetaPush push{n, t, tree.max_depth, tree.mask_words};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 6, sizeof(push), cfg);
+  seq.dispatch(p,
+               {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info)},
+               push, 1, 1, 1, "tree_meta");
+}
+
+void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                 DeviceTree& out_tree, KernelConfig cfg) {
+  assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && 1 + n1 + n2 <= out_tree.cap);
+  // token/depth/score/head move unchanged: t1's root and nodes to 0..n1, t2's nodes 1..n2 after.
+  const VkDeviceSize b1 = VkDeviceSize(n1 + 1) * 4, b2 = VkDeviceSize(n2) * 4;
+  for (auto m : {&DeviceTree::token, &DeviceTree::depth, &DeviceTree::score, &DeviceTree::head}) {
+    seq.copy(t1.*m, 0, out_tree.*m, 0, b1);
+    if (n2) seq.copy(t2.*m, 4, out_tree.*m, b1, b2);
+  }
+  MergePush push{n1, n2};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_merge", 4, sizeof(push), cfg);
+  seq.dispatch(p, {in(t1.parent), in(t2.parent), out(out_tree.parent), out(out_tree.info)}, push,
+               groups(1 + n1 + n2, wg_of(p)), 1, 1, "merge_trees");
+}
+
+void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                 DeviceTree& out_tree, KernelConfig cfg) {
+  assert(n1 == n2 && n1 >= 1 && n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n1 + 1 <= out_tree.cap);
+  Context& ctx = seq.context();
+  CountPush push{n1};
+  const Pipeline& p = simple_pipeline(ctx, "tree_route", 3, sizeof(push), cfg);
+  seq.dispatch(p, {in(t1.score), in(t2.score), out(out_tree.info)}, push, 1, 1, 1, "route_trees");
+  // The copy of the chosen tree stays on the GPU: one select-copy per array.
+  CountPush pick{n1 + 1};
+  const Pipeline& pp = simple_pipeline(ctx, "tree_pick", 4, sizeof(pick), cfg);
+  for (auto m : {&DeviceTree::token, &DeviceTree::parent, &DeviceTree::depth, &DeviceTree::score, &DeviceTree::head})
+    seq.dispatch(pp, {in(out_tree.info), in(t1.*m), in(t2.*m), out(out_tree.*m)}, pick, groups(n1 + 1, wg_of(pp)), 1,
+                 1, "route_pick");
+}
+
+void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,
+                   KernelConfig cfg) {
+  assert(tree.cap <= 0xffff);  // the row index lives in 16 bits of the reduction key
+  AcceptPush push{tree.max_depth + 1};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_accept", 6, sizeof(push), cfg);
+  seq.dispatch(p,
+               {in(tree.token), in(tree.head), in(tree.retrieve), out(tree.info), in(verifier_argmax), out(accepted)},
+               push, 1, 1, 1, "accept_greedy");
+}
+
+void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, uint32_t t, const Buffer& cache,
+                 uint32_t row_floats, KernelConfig cfg) {
+  assert(tree.max_depth + 1 <= 64);  // rows held per invocation (tree_commit.comp MAXROWS)
+  CommitPush push{t, row_floats};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 3, sizeof(push), cfg);
+  seq.dispatch(p, {in(tree.info), in(accepted), out(cache)}, push, groups(row_floats, wg_of(p)), 1, 1, "commit_rows");
+}
+
+void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
+                 KernelConfig cfg) {
+  GatherPush push{cols, src.offset, src.stride, dst.offset, dst.stride};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_gather", 4, sizeof(push), cfg);
+  // a is on the device: one workgroup row per possible accepted row, the ones past a return.
+  seq.dispatch(p, {in(tree.info), in(accepted), src.in(), dst.out()}, push, groups(cols, wg_of(p)),
+               tree.max_depth + 1, 1, "gather_rows");
+}
+
+void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, const Buffer& out_tokens,
+                   const Buffer& out_count, KernelConfig cfg) {
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_append", 5, 0, cfg);
+  seq.dispatch(p, {in(tree.info), in(accepted), in(tree.token), out(out_tokens), out(out_count)}, nullptr, 0, 1, 1, 1,
+               "append_tokens");
+}
+
+}  // namespace vkspec

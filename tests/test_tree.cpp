@@ -1,0 +1,597 @@
+// The tree kernels (shaders/tree_*.comp) against plain CPU references: EAGLE-2 expansion and
+// best-B selection with planted score ties, mask/positions/retrieve, seed 000's merge invariants,
+// seed 001's routing rule, the greedy acceptance scan (duplicate sibling tokens across merged
+// subtrees), and the overlap-safe KV commit. Every kernel runs at two workgroup sizes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "vk_fixture.hpp"
+#include "vkspec/tree.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+const uint32_t kWorkgroups[] = {32, 64};
+
+KernelConfig wg_cfg(uint32_t wg) {
+  KernelConfig c;
+  c.workgroup_size = wg;
+  return c;
+}
+
+// A tree or pool on the host, struct of arrays as on the device.
+struct HostTree {
+  std::vector<uint32_t> token;
+  std::vector<int> parent;
+  std::vector<uint32_t> depth;
+  std::vector<float> score;
+  std::vector<uint32_t> head;
+  size_t size() const { return token.size(); }
+  void push(uint32_t tok, int par, uint32_t dep, float sc, uint32_t hd) {
+    token.push_back(tok);
+    parent.push_back(par);
+    depth.push_back(dep);
+    score.push_back(sc);
+    head.push_back(hd);
+  }
+};
+
+void upload_tree(DeviceTree& d, const HostTree& h) {
+  d.token.upload(h.token);
+  d.parent.upload(h.parent);
+  d.depth.upload(h.depth);
+  d.score.upload(h.score);
+  d.head.upload(h.head);
+}
+
+HostTree download_tree(const DeviceTree& d, size_t n) {
+  HostTree h;
+  h.token = d.token.read<uint32_t>(n);
+  h.parent = d.parent.read<int>(n);
+  h.depth = d.depth.read<uint32_t>(n);
+  h.score = d.score.read<float>(n);
+  h.head = d.head.read<uint32_t>(n);
+  return h;
+}
+
+void check_same(const HostTree& got, const HostTree& ref, const std::string& what) {
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO(what << " node " << i);
+    CHECK(got.token[i] == ref.token[i]);
+    CHECK(got.parent[i] == ref.parent[i]);
+    CHECK(got.depth[i] == ref.depth[i]);
+    CHECK(got.score[i] == ref.score[i]);  // same additions in the same order: bit-exact
+    CHECK(got.head[i] == ref.head[i]);
+  }
+}
+
+// Ranking order of the whole module: score descending, then lower index.
+auto by_score(const std::vector<float>& s) {
+  return [&s](uint32_t a, uint32_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; };
+}
+
+// ---- CPU references -------------------------------------------------------------------------
+
+// draft_expand: appends F*k children at base + f*k + j, returns the next frontier.
+std::vector<uint32_t> expand_ref(HostTree& pool, uint32_t base, const std::vector<uint32_t>& frontier,
+                                 const std::vector<uint32_t>& ids, const std::vector<float>& logp, uint32_t off,
+                                 uint32_t stride, uint32_t k, uint32_t head_id, uint32_t next_F) {
+  const uint32_t F = uint32_t(frontier.size());
+  REQUIRE(pool.size() == base);
+  for (uint32_t f = 0; f < F; ++f)
+    for (uint32_t j = 0; j < k; ++j) {
+      const uint32_t p = frontier[f], o = off + f * stride + j;
+      pool.push(ids[o], int(p), pool.depth[p] + 1, pool.score[p] + logp[o], head_id);
+    }
+  std::vector<uint32_t> cand(F * k);
+  std::iota(cand.begin(), cand.end(), base);
+  std::stable_sort(cand.begin(), cand.end(), by_score(pool.score));
+  cand.resize(next_F);
+  return cand;
+}
+
+// draft_select: best B of 1..count-1, renumbered by increasing pool index.
+HostTree select_ref(const HostTree& pool, uint32_t count, uint32_t B) {
+  std::vector<uint32_t> idx(count - 1);
+  std::iota(idx.begin(), idx.end(), 1u);
+  std::stable_sort(idx.begin(), idx.end(), by_score(pool.score));
+  idx.resize(B);
+  std::sort(idx.begin(), idx.end());
+  std::vector<int> remap(count, -1);
+  remap[0] = 0;
+  HostTree t;
+  t.push(pool.token[0], -1, 0, pool.score[0], pool.head[0]);
+  for (uint32_t i : idx) {
+    remap[i] = int(t.size());
+    REQUIRE(remap[pool.parent[i]] >= 0);  // the kept set is a tree
+    t.push(pool.token[i], remap[pool.parent[i]], pool.depth[i], pool.score[i], pool.head[i]);
+  }
+  return t;
+}
+
+struct Meta {
+  std::vector<uint32_t> depth;
+  std::vector<uint32_t> mask;  // (n, words)
+  std::vector<int> pos;
+  std::vector<int> retrieve;  // (leaves, W)
+  uint32_t leaves = 0;
+};
+
+Meta meta_ref(const std::vector<int>& parent, uint32_t t, uint32_t words, uint32_t W) {
+  const size_t n = parent.size();
+  Meta m;
+  m.depth.assign(n, 0);
+  m.mask.assign(n * words, 0);
+  std::vector<bool> has_child(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) {
+      m.depth[i] = m.depth[parent[i]] + 1;
+      has_child[parent[i]] = true;
+    }
+    for (int j = int(i); j >= 0; j = parent[j]) m.mask[i * words + j / 32] |= 1u << (j % 32);
+    m.pos.push_back(int(t + m.depth[i]));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (has_child[i]) continue;
+    std::vector<int> row(W, -1);
+    for (int j = int(i); j >= 0; j = parent[j]) row[m.depth[j]] = j;
+    m.retrieve.insert(m.retrieve.end(), row.begin(), row.end());
+    ++m.leaves;
+  }
+  return m;
+}
+
+// Greedy acceptance over retrieve rows: longest, ties to the lower row.
+struct Accept {
+  uint32_t a = 0, row = 0, next_root = 0, best_head = 0;
+  std::vector<uint32_t> path;
+};
+Accept accept_ref(const HostTree& t, const Meta& m, uint32_t W, const std::vector<uint32_t>& argmax) {
+  Accept r;
+  int best = -1;
+  for (uint32_t row = 0; row < m.leaves; ++row) {
+    const int* R = &m.retrieve[row * W];
+    uint32_t e = 0;
+    while (e + 1 < W && R[e + 1] >= 0 && t.token[R[e + 1]] == argmax[R[e]]) ++e;
+    if (int(e) > best) {
+      best = int(e);
+      r.row = row;
+    }
+  }
+  r.a = uint32_t(best);
+  const int* R = &m.retrieve[r.row * W];
+  for (uint32_t e = 0; e <= r.a; ++e) r.path.push_back(uint32_t(R[e]));
+  r.next_root = argmax[r.path.back()];
+  r.best_head = r.a ? t.head[r.path.back()] : 0;
+  return r;
+}
+
+// A random draft-like tree: parents first, depth <= max_depth, child score < parent score.
+HostTree random_tree(uint32_t n, uint32_t max_depth, uint32_t head_id, std::mt19937& rng) {
+  HostTree t;
+  t.push(rng() % 1000, -1, 0, 0.0f, 0);
+  std::uniform_real_distribution<float> lp(-3.0f, -0.01f);
+  while (t.size() < n) {
+    const uint32_t p = rng() % t.size();
+    if (t.depth[p] >= max_depth) continue;
+    t.push(rng() % 1000, int(p), t.depth[p] + 1, t.score[p] + lp(rng), head_id);
+  }
+  return t;
+}
+
+void run_meta(Context& ctx, DeviceTree& d, uint32_t n, uint32_t t, KernelConfig cfg) {
+  Sequence seq(ctx);
+  seq.begin();
+  tree_meta(seq, d, n, t, cfg);
+  seq.run();
+}
+
+void check_meta(const DeviceTree& d, const std::vector<int>& parent, uint32_t t, const std::string& what) {
+  const uint32_t n = uint32_t(parent.size()), W = d.max_depth + 1;
+  Meta ref = meta_ref(parent, t, d.mask_words, W);
+  INFO(what);
+  CHECK(d.depth.read<uint32_t>(n) == ref.depth);
+  CHECK(d.mask.read<uint32_t>(size_t(n) * d.mask_words) == ref.mask);
+  CHECK(d.pos.read<int>(n) == ref.pos);
+  const uint32_t leaves = d.info.read<uint32_t>(16)[kInfoLeaves];
+  REQUIRE(leaves == ref.leaves);
+  CHECK(d.retrieve.read<int>(size_t(leaves) * W) == ref.retrieve);
+}
+
+}  // namespace
+
+// ---- drafting -----------------------------------------------------------------------------
+
+TEST_CASE_FIXTURE(VkTest, "tree: draft_expand + draft_select equal the CPU EAGLE-2 expansion and best-B selection") {
+  uint32_t seed = 1;
+  for (uint32_t wg : kWorkgroups)
+    for (uint32_t k : {1u, 3u, 4u, 8u})
+      for (uint32_t D : {1u, 2u, 5u})
+        for (bool ties : {false, true}) {
+          const KernelConfig cfg = wg_cfg(wg);
+          std::mt19937 rng(seed++);
+          const uint32_t stride = k + 2, off = 3;  // the topk rows live at an offset with padding
+          const uint32_t count = 1 + k + (D - 1) * k * k;
+          DeviceTree pool(ctx, count + 5, D), sel(ctx, count + 5, D);
+          Buffer root_tok(ctx, 16), front(ctx, (D + 1) * k * 4 + 4);
+          const uint32_t root_token = rng() % 1000;
+          root_tok.upload(std::vector<uint32_t>{7, 7, root_token, 7});
+          front.upload(std::vector<uint32_t>{0});
+          // Per level: F rows of top-k ids and log-probs. With `ties`, log-probs are multiples of
+          // 1/4 so cumulative scores collide exactly and the index tie-break decides.
+          std::vector<Buffer> ids_b, logp_b;
+          HostTree ref;
+          ref.push(root_token, -1, 0, 0.0f, 0);
+          std::vector<uint32_t> frontier{0};
+          std::vector<std::vector<uint32_t>> ref_fronts;
+          const uint32_t head_id = 1 + seed % 2;
+          Sequence seq(ctx);
+          std::vector<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>> levels;  // base, F, front off, next off
+          uint32_t base = 1;
+          for (uint32_t l = 1; l <= D; ++l) {
+            const uint32_t F = uint32_t(frontier.size());
+            std::vector<uint32_t> ids(off + F * stride, 0xdead);
+            std::vector<float> logp(off + F * stride, 1e9f);
+            for (uint32_t f = 0; f < F; ++f)
+              for (uint32_t j = 0; j < k; ++j) {
+                ids[off + f * stride + j] = rng() % 5000;
+                logp[off + f * stride + j] =
+                    ties ? -0.25f * float(1 + rng() % 6) : -std::uniform_real_distribution<float>(0.001f, 5.0f)(rng);
+              }
+            ids_b.emplace_back(ctx, ids.size() * 4);
+            ids_b.back().upload(ids);
+            logp_b.emplace_back(ctx, logp.size() * 4);
+            logp_b.back().upload(logp);
+            const uint32_t next_F = std::min(k, F * k);
+            frontier = expand_ref(ref, base, frontier, ids, logp, off, stride, k, head_id, next_F);
+            ref_fronts.push_back(frontier);
+            levels.emplace_back(base, F, (l - 1) * k, l * k);
+            base += F * k;
+          }
+          REQUIRE(base == count);
+          seq.begin();
+          pool_init(seq, pool, root_tok, 2, cfg);
+          for (uint32_t l = 0; l < D; ++l) {
+            auto [b, F, fo, no] = levels[l];
+            draft_expand(seq, pool, b, front, fo, F, ids_b[l], logp_b[l], off, stride, k, head_id, front, no,
+                         std::min(k, F * k), cfg);
+          }
+          const uint32_t B = std::min<uint32_t>(count - 1, 1 + rng() % (2 * k + 3));
+          draft_select(seq, pool, count, B, sel, cfg);
+          seq.run();
+
+          const std::string what = "wg " + std::to_string(wg) + " k " + std::to_string(k) + " D " +
+                                   std::to_string(D) + (ties ? " ties" : "");
+          check_same(download_tree(pool, count), ref, what + " pool");
+          auto fr = front.read<uint32_t>((D + 1) * k);
+          for (uint32_t l = 0; l < D; ++l) {
+            std::vector<uint32_t> got(fr.begin() + (l + 1) * k, fr.begin() + (l + 1) * k + ref_fronts[l].size());
+            INFO(what << " frontier of level " << l + 1);
+            CHECK(got == ref_fronts[l]);
+          }
+          check_same(download_tree(sel, B + 1), select_ref(ref, count, B), what + " selected B=" + std::to_string(B));
+          CHECK(sel.info.read<uint32_t>(1)[0] == B + 1);
+        }
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: draft_select keeps all nodes when B = count - 1 and resolves all-equal scores") {
+  for (uint32_t wg : kWorkgroups) {
+    std::mt19937 rng(wg);
+    HostTree pool = random_tree(40, 6, 1, rng);
+    for (size_t i = 1; i < pool.size(); ++i) pool.score[i] = -1.0f;  // every node ties
+    DeviceTree dp(ctx, 64, 6), ds(ctx, 64, 6);
+    upload_tree(dp, pool);
+    for (uint32_t B : {1u, 17u, 39u}) {
+      Sequence seq(ctx);
+      seq.begin();
+      draft_select(seq, dp, 40, B, ds, wg_cfg(wg));
+      seq.run();
+      check_same(download_tree(ds, B + 1), select_ref(pool, 40, B), "B " + std::to_string(B));
+    }
+  }
+}
+
+// ---- mask, positions, retrieve ------------------------------------------------------------
+
+TEST_CASE_FIXTURE(VkTest, "tree: tree_meta mask, positions and retrieve equal the CPU ones") {
+  uint32_t seed = 100;
+  for (uint32_t wg : kWorkgroups) {
+    const KernelConfig cfg = wg_cfg(wg);
+    // n = 1, chains, stars, random trees of odd sizes, up to the 512-node cap.
+    std::vector<std::pair<std::string, std::vector<int>>> cases;
+    cases.push_back({"n=1", {-1}});
+    for (uint32_t n : {2u, 33u, 64u}) {
+      std::vector<int> chain{-1}, star{-1};
+      for (uint32_t i = 1; i < n; ++i) {
+        chain.push_back(int(i) - 1);
+        star.push_back(0);
+      }
+      cases.push_back({"chain " + std::to_string(n), chain});
+      cases.push_back({"star " + std::to_string(n), star});
+    }
+    for (uint32_t n : {5u, 23u, 37u, 100u, 257u, 512u}) {
+      std::mt19937 rng(seed++);
+      cases.push_back({"random " + std::to_string(n), random_tree(n, 63, 1, rng).parent});
+    }
+    for (auto& [name, parent] : cases) {
+      const uint32_t n = uint32_t(parent.size()), t = 17 + n;
+      DeviceTree d(ctx, std::min(kTreeMaxNodes, std::max(n, 3u) + (n % 7)), 63);
+      d.parent.upload(parent);
+      run_meta(ctx, d, n, t, cfg);
+      check_meta(d, parent, t, name + " wg " + std::to_string(wg));
+    }
+  }
+}
+
+// ---- merge (seed 000 §4.1) ----------------------------------------------------------------
+
+HostTree merge_ref(const HostTree& a, uint32_t n1, const HostTree& b, uint32_t n2) {
+  HostTree m;
+  for (uint32_t i = 0; i <= n1; ++i) m.push(a.token[i], a.parent[i], a.depth[i], a.score[i], a.head[i]);
+  for (uint32_t i = 1; i <= n2; ++i)
+    m.push(b.token[i], b.parent[i] == 0 ? 0 : int(n1) + b.parent[i], b.depth[i], b.score[i], b.head[i]);
+  return m;
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: merge_trees output satisfies seed 000's invariants and equals the CPU merge") {
+  uint32_t seed = 200;
+  for (uint32_t wg : kWorkgroups)
+    for (auto [n1, n2] : {std::pair{1u, 1u}, {8u, 8u}, {5u, 23u}, {60u, 3u}, {100u, 100u}}) {
+      const KernelConfig cfg = wg_cfg(wg);
+      std::mt19937 rng(seed++);
+      const uint32_t D = 6;
+      HostTree a = random_tree(n1 + 1, D, 1, rng), b = random_tree(n2 + 1, D, 2, rng);
+      b.token[0] = a.token[0];  // both heads draft from the same root
+      DeviceTree d1(ctx, n1 + 4, D), d2(ctx, n2 + 1, D), dm(ctx, n1 + n2 + 1, D);
+      upload_tree(d1, a);
+      upload_tree(d2, b);
+      Sequence seq(ctx);
+      seq.begin();
+      merge_trees(seq, d1, n1, d2, n2, dm, cfg);
+      tree_meta(seq, dm, 1 + n1 + n2, 50, cfg);
+      seq.run();
+      const uint32_t N = 1 + n1 + n2, W = D + 1;
+      const std::string what = "wg " + std::to_string(wg) + " n1 " + std::to_string(n1) + " n2 " + std::to_string(n2);
+      INFO(what);
+      HostTree m = download_tree(dm, N), ref = merge_ref(a, n1, b, n2);
+      check_same(m, ref, what);
+      CHECK(dm.info.read<uint32_t>(1)[0] == N);
+      // One root: only node 0 has no parent; parents first.
+      CHECK(m.parent[0] == -1);
+      for (uint32_t i = 1; i < N; ++i) CHECK((m.parent[i] >= 0 && m.parent[i] < int(i)));
+      // φ remap and disjoint subtrees: a head-2 node's ancestors are head-2 nodes or the root.
+      for (uint32_t i = 1; i <= n2; ++i) CHECK(m.parent[n1 + i] == (b.parent[i] == 0 ? 0 : int(n1) + b.parent[i]));
+      for (uint32_t i = 1; i < N; ++i)
+        for (int j = m.parent[i]; j > 0; j = m.parent[j]) CHECK((i <= n1) == (uint32_t(j) <= n1));
+      // Block-structured mask: no bit of the other head's block, the root bit always set.
+      auto mask = dm.mask.read<uint32_t>(size_t(N) * dm.mask_words);
+      for (uint32_t i = 0; i < N; ++i) {
+        CHECK((mask[i * dm.mask_words] & 1u) == 1u);
+        for (uint32_t j = 1; j < N; ++j) {
+          const bool bit = (mask[i * dm.mask_words + j / 32] >> (j % 32)) & 1u;
+          if (i >= 1 && ((i <= n1) != (j <= n1))) CHECK_FALSE(bit);
+          if (i == 0) CHECK_FALSE(bit);
+        }
+      }
+      // Depth positions: t + depth, depth unchanged by the merge.
+      auto pos = dm.pos.read<int>(N);
+      for (uint32_t i = 0; i < N; ++i) CHECK(pos[i] == int(50 + ref.depth[i]));
+      // Retrieve rows start at the root and are -1 padded; every leaf appears once.
+      const uint32_t L = dm.info.read<uint32_t>(2)[kInfoLeaves];
+      auto R = dm.retrieve.read<int>(size_t(L) * W);
+      for (uint32_t r = 0; r < L; ++r) {
+        CHECK(R[r * W] == 0);
+        bool pad = false;
+        for (uint32_t c = 1; c < W; ++c) {
+          if (R[r * W + c] < 0) pad = true;
+          if (pad) CHECK(R[r * W + c] == -1);
+          else CHECK(m.parent[R[r * W + c]] == R[r * W + c - 1]);
+        }
+      }
+      check_meta(dm, ref.parent, 50, what);
+    }
+}
+
+// ---- route (seed 001 §5) ------------------------------------------------------------------
+
+TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the CPU rule, ties to head 1") {
+  uint32_t seed = 300;
+  for (uint32_t wg : kWorkgroups)
+    for (uint32_t n : {1u, 7u, 8u, 40u, 100u}) {
+      for (int variant = 0; variant < 3; ++variant) {  // random, equal trees (tie), head 2 clearly better
+        std::mt19937 rng(seed++);
+        HostTree a = random_tree(n + 1, 6, 1, rng), b = random_tree(n + 1, 6, 2, rng);
+        if (variant == 1) b = a;
+        if (variant == 2)
+          for (uint32_t i = 1; i <= n; ++i) b.score[i] = a.score[i] + 0.5f;
+        DeviceTree d1(ctx, n + 1, 6), d2(ctx, n + 1, 6), dr(ctx, n + 3, 6);
+        upload_tree(d1, a);
+        upload_tree(d2, b);
+        Sequence seq(ctx);
+        seq.begin();
+        route_trees(seq, d1, n, d2, n, dr, wg_cfg(wg));
+        seq.run();
+        double mu[2] = {0, 0};
+        for (uint32_t i = 1; i <= n; ++i) {
+          mu[0] += std::exp(double(a.score[i])) / n;
+          mu[1] += std::exp(double(b.score[i])) / n;
+        }
+        auto info = dr.info.read<uint32_t>(16);
+        float g1, g2;
+        std::memcpy(&g1, &info[kInfoMu1], 4);
+        std::memcpy(&g2, &info[kInfoMu2], 4);
+        INFO("wg " << wg << " n " << n << " variant " << variant);
+        CHECK(std::fabs(g1 - mu[0]) <= 1e-6 + 1e-5 * mu[0]);
+        CHECK(std::fabs(g2 - mu[1]) <= 1e-6 + 1e-5 * mu[1]);
+        const uint32_t chosen = info[kInfoChosen];
+        CHECK(chosen == (g1 >= g2 ? 1u : 2u));
+        if (std::fabs(mu[0] - mu[1]) > 1e-4 * mu[0]) CHECK(chosen == (mu[0] >= mu[1] ? 1u : 2u));
+        if (variant == 1) CHECK(chosen == 1u);
+        if (variant == 2) CHECK(chosen == 2u);
+        CHECK(info[kInfoNodes] == n + 1);
+        check_same(download_tree(dr, n + 1), chosen == 1 ? a : b, "routed copy");
+      }
+    }
+}
+
+// ---- acceptance ---------------------------------------------------------------------------
+
+struct AcceptRun {
+  std::vector<uint32_t> info, accepted;
+};
+AcceptRun run_accept(Context& ctx, const HostTree& t, uint32_t max_depth, const std::vector<uint32_t>& argmax,
+                     KernelConfig cfg) {
+  const uint32_t n = uint32_t(t.size());
+  DeviceTree d(ctx, n, max_depth);
+  upload_tree(d, t);
+  Buffer am(ctx, argmax.size() * 4), acc(ctx, (max_depth + 1) * 4);
+  am.upload(argmax);
+  Sequence seq(ctx);
+  seq.begin();
+  tree_meta(seq, d, n, 0, cfg);
+  accept_greedy(seq, d, am, acc, cfg);
+  seq.run();
+  AcceptRun r;
+  r.info = d.info.read<uint32_t>(16);
+  r.accepted = acc.read<uint32_t>(r.info[kInfoAccepted] + 1);
+  return r;
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the second duplicate sibling") {
+  // Merged tree: root 0; head 1: 1 (tok 5) → 2 (tok 7); head 2: 3 (tok 5) → 4 (tok 9) → 5 (tok 11).
+  // The verifier says 5, 9, 11, 42: following the first matching child (node 1) would stop at
+  // a = 1; the scan over all rows must find a = 3 on the head-2 path.
+  HostTree t;
+  t.push(100, -1, 0, 0, 0);
+  t.push(5, 0, 1, -0.1f, 1);
+  t.push(7, 1, 2, -0.2f, 1);
+  t.push(5, 0, 1, -0.1f, 2);
+  t.push(9, 3, 2, -0.3f, 2);
+  t.push(11, 4, 3, -0.4f, 2);
+  std::vector<uint32_t> argmax{5, 8, 0, 9, 11, 42};
+  for (uint32_t wg : kWorkgroups) {
+    AcceptRun r = run_accept(ctx, t, 4, argmax, wg_cfg(wg));
+    CHECK(r.info[kInfoLeaves] == 2);
+    CHECK(r.info[kInfoAccepted] == 3);
+    CHECK(r.info[kInfoBestRow] == 1);
+    CHECK(r.info[kInfoNextRoot] == 42);
+    CHECK(r.info[kInfoBestHead] == 2);
+    CHECK(r.accepted == std::vector<uint32_t>{0, 3, 4, 5});
+    // Equal lengths on both paths: the lower row wins.
+    std::vector<uint32_t> am2{5, 7, 3, 9, 0, 42};
+    r = run_accept(ctx, t, 4, am2, wg_cfg(wg));
+    CHECK(r.info[kInfoAccepted] == 2);
+    CHECK(r.info[kInfoBestRow] == 0);
+    CHECK(r.info[kInfoNextRoot] == 3);
+    CHECK(r.info[kInfoBestHead] == 1);
+    CHECK(r.accepted == std::vector<uint32_t>{0, 1, 2});
+    // Nothing matches: a = 0, next root = argmax at the root, head 0.
+    std::vector<uint32_t> am3{6, 0, 0, 0, 0, 0};
+    r = run_accept(ctx, t, 4, am3, wg_cfg(wg));
+    CHECK(r.info[kInfoAccepted] == 0);
+    CHECK(r.info[kInfoNextRoot] == 6);
+    CHECK(r.info[kInfoBestHead] == 0);
+    CHECK(r.accepted == std::vector<uint32_t>{0});
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy on random trees equals the CPU scan") {
+  uint32_t seed = 400;
+  for (uint32_t wg : kWorkgroups)
+    for (uint32_t n : {1u, 2u, 9u, 30u, 77u, 200u, 512u})
+      for (int rep = 0; rep < 3; ++rep) {
+        std::mt19937 rng(seed++);
+        const uint32_t D = 1 + rng() % 10;
+        HostTree t = random_tree(n, D, 1 + rng() % 2, rng);
+        // A small alphabet so that long matches and duplicate siblings are common.
+        for (auto& tok : t.token) tok = rng() % 3;
+        std::vector<uint32_t> argmax(n);
+        for (auto& x : argmax) x = rng() % 3;
+        const Meta m = meta_ref(t.parent, 0, (n + 31) / 32, D + 1);
+        const Accept ref = accept_ref(t, m, D + 1, argmax);
+        AcceptRun r = run_accept(ctx, t, D, argmax, wg_cfg(wg));
+        INFO("wg " << wg << " n " << n << " D " << D);
+        CHECK(r.info[kInfoAccepted] == ref.a);
+        CHECK(r.info[kInfoBestRow] == ref.row);
+        CHECK(r.info[kInfoNextRoot] == ref.next_root);
+        CHECK(r.info[kInfoBestHead] == ref.best_head);
+        CHECK(r.accepted == ref.path);
+      }
+}
+
+// ---- commit -------------------------------------------------------------------------------
+
+TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equal the CPU moves") {
+  uint32_t seed = 500;
+  std::vector<std::vector<uint32_t>> paths{{0}, {0, 1}, {0, 3, 4, 9}, {0, 1, 2, 3}, {0, 5, 6, 7, 8, 20, 21}};
+  {
+    std::mt19937 rng(77);  // a long random path: strictly increasing node indices
+    std::vector<uint32_t> p{0};
+    for (int i = 0; i < 40; ++i) p.push_back(p.back() + 1 + rng() % 4);
+    paths.push_back(p);
+  }
+  for (uint32_t wg : kWorkgroups)
+    for (const auto& path : paths)
+      for (uint32_t row_floats : {1u, 37u, 130u}) {
+        std::mt19937 rng(seed++);
+        const uint32_t a = uint32_t(path.size()) - 1, t = 3 + rng() % 5, N = path.back() + 1;
+        const uint32_t max_depth = 63;
+        DeviceTree d(ctx, N + 2, max_depth);
+        std::vector<uint32_t> info(16, 0);
+        info[kInfoAccepted] = a;
+        d.info.upload(info);
+        std::vector<uint32_t> tokens(N);
+        for (auto& x : tokens) x = rng() % 32000;
+        d.token.upload(tokens);
+        Buffer acc(ctx, 64 * 4);
+        acc.upload(path);
+        const uint32_t rows = t + N + 2;
+        auto cache = random_floats(size_t(rows) * row_floats, seed);
+        Buffer cb(ctx, cache.size() * 4);
+        cb.upload(cache);
+        // Features: src (N, cols) at an offset with a padded stride, dst likewise.
+        const uint32_t cols = row_floats + 3, s_stride = cols + 5, d_stride = cols + 1;
+        auto feat = random_floats(size_t(N) * s_stride + 7, seed + 1);
+        Buffer fs(ctx, feat.size() * 4), fd(ctx, (size_t(64) * d_stride + 2) * 4);
+        fs.upload(feat);
+        std::vector<float> dst0(size_t(64) * d_stride + 2, -7.0f);
+        fd.upload(dst0);
+        const uint32_t count0 = 11;
+        std::vector<uint32_t> out0(128, 0xffffffffu);
+        out0[0] = 0;
+        Buffer ot(ctx, 128 * 4), oc(ctx, 4);
+        ot.upload(out0);
+        oc.upload(std::vector<uint32_t>{count0});
+
+        Sequence seq(ctx);
+        seq.begin();
+        commit_rows(seq, d, acc, t, cb, row_floats, wg_cfg(wg));
+        gather_rows(seq, d, acc, Mat{&fs, 7, s_stride}, Mat{&fd, 2, d_stride}, cols, wg_cfg(wg));
+        append_tokens(seq, d, acc, ot, oc, wg_cfg(wg));
+        seq.run();
+
+        auto ref = cache;  // read all, then write
+        std::vector<float> moved;
+        for (uint32_t e = 0; e <= a; ++e)
+          moved.insert(moved.end(), cache.begin() + size_t(t + path[e]) * row_floats,
+                       cache.begin() + size_t(t + path[e] + 1) * row_floats);
+        std::copy(moved.begin(), moved.end(), ref.begin() + size_t(t) * row_floats);
+        INFO("wg " << wg << " a " << a << " row_floats " << row_floats);
+        CHECK(cb.read<float>(cache.size()) == ref);
+
+        auto dref = dst0;
+        for (uint32_t e = 0; e <= a; ++e)
+          for (uint32_t c = 0; c < cols; ++c) dref[2 + e * d_stride + c] = feat[7 + path[e] * s_stride + c];
+        CHECK(fd.read<float>(dst0.size()) == dref);
+
+        auto oref = out0;
+        for (uint32_t e = 0; e <= a; ++e) oref[count0 + e] = tokens[path[e]];
+        CHECK(ot.read<uint32_t>(128) == oref);
+        CHECK(oc.read<uint32_t>(1)[0] == count0 + a + 1);
+      }
+}
