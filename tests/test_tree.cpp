@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "vk_fixture.hpp"
 #include "vkspec/tree.hpp"
@@ -394,6 +396,106 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trees output satisfies seed 000's invaria
         }
       }
       check_meta(dm, ref.parent, 50, what);
+    }
+}
+
+// ---- merge-trie (DESIGN.md §9) -----------------------------------------------------------
+
+// Plain reference: token paths as map keys; the first node (pool 1, then pool 2 without its root)
+// with a path is its canonical node; folded score = max, head bits = 1 | 2.
+HostTree trie_ref(const HostTree& p1, const HostTree& p2, uint32_t n_out, uint32_t* distinct) {
+  struct Node {
+    uint32_t token, depth, head;
+    float score;
+    std::vector<uint32_t> path;
+  };
+  std::vector<Node> all;
+  auto add_pool = [&](const HostTree& p, uint32_t h, uint32_t first) {
+    for (uint32_t i = first; i < p.size(); ++i) {
+      std::vector<uint32_t> path;
+      for (int j = int(i); j > 0; j = p.parent[j]) path.insert(path.begin(), p.token[j]);
+      all.push_back({p.token[i], p.depth[i], h, p.score[i], path});
+    }
+  };
+  add_pool(p1, 1, 0);
+  add_pool(p2, 2, 1);
+  std::map<std::vector<uint32_t>, uint32_t> first;  // path → canonical combined index
+  std::vector<uint32_t> canon_nodes;
+  for (uint32_t u = 0; u < all.size(); ++u) {
+    auto [it, fresh] = first.emplace(all[u].path, u);
+    if (fresh) {
+      canon_nodes.push_back(u);
+    } else {
+      Node& c = all[it->second];
+      c.score = std::max(c.score, all[u].score);
+      c.head |= all[u].head;
+    }
+  }
+  std::vector<float> s(all.size());
+  for (uint32_t u = 0; u < all.size(); ++u) s[u] = all[u].score;
+  std::vector<uint32_t> cand(canon_nodes.begin() + 1, canon_nodes.end());
+  *distinct = uint32_t(cand.size());
+  std::stable_sort(cand.begin(), cand.end(), by_score(s));
+  if (cand.size() > n_out - 1) cand.resize(n_out - 1);
+  std::sort(cand.begin(), cand.end());
+  HostTree t;
+  t.push(p1.token[0], -1, 0, p1.score[0], 0);
+  std::map<std::vector<uint32_t>, int> out_index{{{}, 0}};
+  for (uint32_t u : cand) {
+    std::vector<uint32_t> pp(all[u].path.begin(), all[u].path.end() - 1);
+    REQUIRE(out_index.count(pp));  // the kept set is a tree
+    out_index[all[u].path] = int(t.size());
+    t.push(all[u].token, out_index[pp], all[u].depth, all[u].score, all[u].head);
+  }
+  while (t.size() < n_out) t.push(p1.token[0], 0, 1, -INFINITY, 0);
+  return t;
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: merge_trie folds identical paths of both pools and keeps the best distinct nodes") {
+  uint32_t seed = 600;
+  for (uint32_t wg : kWorkgroups)
+    for (auto [c1, c2, alphabet] : {std::tuple{1u, 1u, 3u}, {9u, 9u, 2u}, {40u, 33u, 3u}, {53u, 53u, 4u},
+                                    {200u, 150u, 6u}, {512u, 512u, 5u}, {300u, 20u, 1000u}}) {
+      std::mt19937 rng(seed++);
+      HostTree p1 = random_tree(c1, 8, 1, rng), p2 = random_tree(c2, 8, 2, rng);
+      // Small alphabets make the heads agree often; some equal scores test the index tie-break.
+      for (auto& x : p1.token) x %= alphabet;
+      for (auto& x : p2.token) x %= alphabet;
+      p2.token[0] = p1.token[0];
+      // Scores rounded down to quarters: still monotone along paths, and ties are frequent.
+      for (HostTree* p : {&p1, &p2})
+        for (auto& s : p->score) s = std::floor(s * 4.0f) / 4.0f;
+      DeviceTree d1(ctx, c1, 8), d2(ctx, c2, 8);
+      upload_tree(d1, p1);
+      upload_tree(d2, p2);
+      for (uint32_t n_out : {1u, 2u, 17u, 64u, 200u, 512u}) {
+        uint32_t distinct = 0;
+        HostTree ref = trie_ref(p1, p2, n_out, &distinct);
+        DeviceTree dout(ctx, n_out, 8);
+        Sequence seq(ctx);
+        seq.begin();
+        merge_trie(seq, d1, c1, d2, c2, n_out, dout, wg_cfg(wg));
+        tree_meta(seq, dout, n_out, 9, wg_cfg(wg));
+        seq.run();
+        const std::string what = "wg " + std::to_string(wg) + " pools " + std::to_string(c1) + "+" +
+                                 std::to_string(c2) + " n_out " + std::to_string(n_out);
+        INFO(what << " distinct " << distinct);
+        HostTree got = download_tree(dout, n_out);
+        check_same(got, ref, what);
+        CHECK(dout.info.read<uint32_t>(1)[0] == n_out);
+        // Invariants: parents first, depth = parent depth + 1, heads 1/2/3, no two drafted
+        // children of one parent with the same token (so every path is distinct).
+        std::set<std::pair<int, uint32_t>> children;
+        for (uint32_t i = 1; i < n_out; ++i) {
+          CHECK((got.parent[i] >= 0 && got.parent[i] < int(i)));
+          CHECK(got.depth[i] == got.depth[got.parent[i]] + 1);
+          if (got.head[i] == 0) continue;  // padding (only when distinct < n_out - 1)
+          CHECK(i <= distinct);
+          CHECK((got.head[i] >= 1 && got.head[i] <= 3));
+          CHECK(children.insert({got.parent[i], got.token[i]}).second);
+        }
+        check_meta(dout, ref.parent, 9, what);
+      }
     }
 }
 

@@ -1,0 +1,149 @@
+#version 450
+// merge_trie (DESIGN.md §9, our extension; SpecInfer-style token-tree merge): both heads'
+// candidate pools in one index space, u < count1 → pool 1 node u, u >= count1 → pool 2 node
+// u - count1 + 1 (pool 2's root is pool 1's). Nodes with the same token path from the root fold
+// into the first of them (its canonical node): score = max, head = 1 | 2 (3 = both). Then the
+// best n_out - 1 canonical nodes by (score desc, index asc) are kept and written parents first.
+// A folded parent scores >= its folded children and has a lower canonical index, so the kept set
+// is a tree. Shared memory: 3 arrays of kTrieMaxNodes u32 = 12 KiB.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+const uint MMAX = 1024;
+const uint NONE = 0xffffffffu;
+layout(set = 0, binding = 0, std430) readonly buffer T1 { uint tok1[]; };
+layout(set = 0, binding = 1, std430) readonly buffer P1 { int par1[]; };
+layout(set = 0, binding = 2, std430) readonly buffer S1 { float sc1[]; };
+layout(set = 0, binding = 3, std430) readonly buffer T2 { uint tok2[]; };
+layout(set = 0, binding = 4, std430) readonly buffer P2 { int par2[]; };
+layout(set = 0, binding = 5, std430) readonly buffer S2 { float sc2[]; };
+layout(set = 0, binding = 6, std430) writeonly buffer OTok { uint o_token[]; };
+layout(set = 0, binding = 7, std430) writeonly buffer OPar { int o_parent[]; };
+layout(set = 0, binding = 8, std430) writeonly buffer ODep { uint o_depth[]; };
+layout(set = 0, binding = 9, std430) writeonly buffer OSco { float o_score[]; };
+layout(set = 0, binding = 10, std430) writeonly buffer OHead { uint o_head[]; };
+layout(set = 0, binding = 11, std430) writeonly buffer OInfo { uint o_info[]; };
+layout(push_constant) uniform Push { uint count1, count2, n_out; } pc;
+
+// sa[u] = keep << 31 | depth << 16 | canonical index
+// sb[u] = per level: canonical parent of a node of that level (NONE otherwise);
+//         after folding: head bits of a canonical node (0 = not canonical) | new index << 2
+shared uint sa[MMAX];
+shared uint sb[MMAX];
+shared float ss[MMAX];  // score; the folded max at canonical nodes
+shared uint max_depth, kept_count;
+
+uint tok(uint u) { return u < pc.count1 ? tok1[u] : tok2[u - pc.count1 + 1]; }
+float sc(uint u) { return u < pc.count1 ? sc1[u] : sc2[u - pc.count1 + 1]; }
+uint from(uint u) { return u < pc.count1 ? 1u : 2u; }
+int par(uint u) {
+  if (u < pc.count1) return par1[u];
+  const int p = par2[u - pc.count1 + 1];
+  return p == 0 ? 0 : int(pc.count1) + p - 1;
+}
+uint canon(uint u) { return sa[u] & 0xffffu; }
+uint depth_of(uint u) { return (sa[u] >> 16) & 0x7fffu; }
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, M = pc.count1 + pc.count2 - 1;
+  if (lid == 0) {
+    max_depth = 0;
+    kept_count = 0;
+  }
+  barrier();
+  for (uint u = lid; u < M; u += WG) {
+    uint d = 0;
+    for (int j = par(u); j >= 0 && d < 64; j = par(uint(j))) ++d;
+    sa[u] = (d << 16) | (u == 0 ? 0u : 0xffffu);
+    ss[u] = sc(u);
+    atomicMax(max_depth, d);
+  }
+  barrier();
+  // Canonical nodes level by level: a node folds into the first node of its level with the same
+  // canonical parent and token (the parents' canonical indices are final from the level above).
+  const uint levels = max_depth;
+  for (uint d = 1; d <= levels; ++d) {
+    for (uint v = lid; v < M; v += WG) {
+      // No ?: here: the compiler may evaluate both sides, and the root's parent is -1.
+      uint cp = NONE;
+      if (v > 0 && depth_of(v) == d) cp = canon(uint(par(v)));
+      sb[v] = cp;
+    }
+    barrier();
+    for (uint u = lid; u < M; u += WG) {
+      const uint cp = sb[u];
+      if (cp == NONE) continue;
+      const uint t = tok(u);
+      uint c = u;
+      for (uint v = 0; v < u; ++v)
+        if (sb[v] == cp && tok(v) == t) {
+          c = v;
+          break;
+        }
+      sa[u] = (d << 16) | c;
+    }
+    barrier();
+  }
+  // Fold: each canonical node gathers its members' max score and head bits. Only the owner of
+  // canonical u reads or writes ss[u]; the members it reads are never written.
+  for (uint u = lid; u < M; u += WG) {
+    if (u == 0 || canon(u) != u) {
+      sb[u] = 0;
+      continue;
+    }
+    float s = ss[u];
+    uint hb = from(u);
+    for (uint v = u + 1; v < M; ++v)
+      if (canon(v) == u) {
+        s = max(s, ss[v]);
+        hb |= from(v);
+      }
+    ss[u] = s;
+    sb[u] = hb;
+  }
+  barrier();
+  // Rank the distinct (canonical, non-root) nodes; keep the best n_out - 1.
+  for (uint u = 1 + lid; u < M; u += WG) {
+    if (sb[u] == 0) continue;
+    const float s = ss[u];
+    uint rank = 0;
+    for (uint v = 1; v < M; ++v) rank += (sb[v] != 0 && (ss[v] > s || (ss[v] == s && v < u))) ? 1u : 0u;
+    if (rank < pc.n_out - 1) {
+      sa[u] |= 0x80000000u;
+      atomicAdd(kept_count, 1u);
+    }
+  }
+  barrier();
+  for (uint u = 1 + lid; u < M; u += WG) {
+    if ((sa[u] & 0x80000000u) == 0) continue;
+    uint idx = 1;
+    for (uint v = 1; v < u; ++v) idx += sa[v] >> 31;
+    sb[u] |= idx << 2;
+  }
+  barrier();
+  for (uint u = 1 + lid; u < M; u += WG) {
+    if ((sa[u] & 0x80000000u) == 0) continue;
+    const uint o = sb[u] >> 2, cp = canon(uint(par(u)));
+    o_token[o] = tok(u);
+    o_parent[o] = cp == 0 ? 0 : int(sb[cp] >> 2);
+    o_depth[o] = depth_of(u);
+    o_score[o] = ss[u];
+    o_head[o] = sb[u] & 3u;
+  }
+  // Fewer distinct candidates than slots: padding leaves under the root keep N = n_out. A match
+  // on one is the verifier's own argmax, so verifying it never changes the output.
+  for (uint o = 1 + kept_count + lid; o < pc.n_out; o += WG) {
+    o_token[o] = tok1[0];
+    o_parent[o] = 0;
+    o_depth[o] = 1;
+    o_score[o] = uintBitsToFloat(0xff800000u);  // -inf
+    o_head[o] = 0;
+  }
+  if (lid == 0) {
+    o_token[0] = tok1[0];
+    o_parent[0] = -1;
+    o_depth[0] = 0;
+    o_score[0] = sc1[0];
+    o_head[0] = 0;
+    o_info[0] = pc.n_out;  // kInfoNodes
+  }
+}
