@@ -1,0 +1,70 @@
+// The speculative decoding engine: plain greedy (`ar`), one head, routing (seed 001), merged
+// tree (seed 000) and merged trie (our extension), all emitting exactly `ar`'s tokens.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vkspec/eagle_head.hpp"
+#include "vkspec/model.hpp"
+#include "vkspec/tree.hpp"
+
+namespace vkspec {
+
+enum class Strategy { AR, Single1, Single2, Route, Merge, MergeTrie };
+const char* strategy_name(Strategy s);
+Strategy parse_strategy(const std::string& s);  // throws naming the valid choices
+
+struct EngineOptions {
+  Strategy strategy = Strategy::AR;
+  uint32_t depth = 4;   // D: draft levels below the root
+  uint32_t topk = 4;    // k: children per expanded node, and frontier width
+  uint32_t budget = 8;  // B: draft nodes kept per head
+  bool time_kernels = false;  // timestamp every dispatch (draft / verify / commit split)
+};
+
+struct GenerateStats {
+  std::vector<uint32_t> tokens;  // generated ids, prompt excluded
+  uint32_t steps = 0;            // verifier passes after the prompt
+  double tau = 0;                // tokens committed per verifier pass
+  std::vector<uint32_t> accept_hist;  // accepted draft tokens per step: count of steps with a = i
+  std::array<uint32_t, 4> head_wins{};  // route: steps won by head 1/2; merge: head of the accepted path (0 none, 3 both)
+  double seconds = 0, prefill_seconds = 0;
+  double tokens_per_s = 0;
+  double host_waits_per_step = 0;
+  uint32_t dispatches_per_step = 0;
+  uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
+  double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
+};
+
+class Engine {
+ public:
+  Engine(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2, const EngineOptions& opts);
+  ~Engine();
+  // Greedy generation of n_new tokens after `prompt`. on_token is called as tokens are
+  // committed (several at once after a speculative step).
+  GenerateStats generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
+                         const std::function<void(const uint32_t*, size_t)>& on_tokens = {});
+  const EngineOptions& options() const { return opts_; }
+
+ private:
+  struct HeadState;
+  void prefill(Sequence& seq, const std::vector<uint32_t>& prompt);
+  void record_draft(Sequence& seq, HeadState& hs, uint32_t head_id);
+  void record_ingest(Sequence& seq, HeadState& hs, Mat features, uint32_t t_from, uint32_t n);
+  uint32_t verify_nodes() const;
+
+  Context& ctx_;
+  LlamaModel& model_;
+  EngineOptions opts_;
+  std::vector<std::unique_ptr<HeadState>> heads_;
+  Buffer seq_tokens_, count_, params_, zero_, vargmax_, accepted_, feat_, readback_;
+  uint32_t ingest_from_ = 0, ingest_n_ = 0;  // head ingest pending for the next step
+  std::unique_ptr<DeviceTree> vtree_;
+  uint32_t t_ = 0;  // committed verifier length; seq_tokens_[t_] is the root
+};
+
+}  // namespace vkspec

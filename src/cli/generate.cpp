@@ -1,0 +1,99 @@
+// `vkspec generate`: stream a continuation with any strategy; stats to stderr, or one JSON object
+// on stdout with --json.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/session.hpp"
+
+namespace vkspec::cli {
+
+nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
+  nlohmann::json j = {{"strategy", strategy_name(s.engine.strategy)},
+                      {"device", s.ctx->caps().name},
+                      {"tokens", st.tokens},
+                      {"text", s.decode(st.tokens)},
+                      {"steps", st.steps},
+                      {"tau", st.tau},
+                      {"tokens_per_s", st.tokens_per_s},
+                      {"prefill_s", st.prefill_seconds},
+                      {"host_waits_per_step", st.host_waits_per_step},
+                      {"dispatches_per_step", st.dispatches_per_step},
+                      {"nodes_per_step", st.nodes_per_step},
+                      {"accept_hist", st.accept_hist}};
+  if (s.engine.strategy != Strategy::AR) {
+    j["budget"] = s.engine.budget;
+    j["depth"] = s.engine.depth;
+    j["topk"] = s.engine.topk;
+    const double n = st.steps ? double(st.steps) : 1.0;
+    j[s.engine.strategy == Strategy::Route ? "route_wins" : "accepted_path_head"] = {
+        {"none", st.head_wins[0] / n}, {"head1", st.head_wins[1] / n}, {"head2", st.head_wins[2] / n},
+        {"both", st.head_wins[3] / n}};
+  }
+  if (s.engine.time_kernels)
+    j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
+  return j;
+}
+
+static int run_generate(const std::vector<std::string>& argv) {
+  Args args(argv);
+  const bool json = args.flag("json");
+  const bool timing = args.flag("time-kernels");
+  const std::string tokens = args.get("tokens", "");
+  const std::string prompt = args.get("p", args.get("prompt", ""));
+  const std::string prompt_file = args.get("f", "");
+  const uint32_t n = uint32_t(args.get_int("n", 128));
+  Session s;
+  s.engine.strategy = parse_strategy(args.get("strategy", "ar"));
+  s.engine.budget = uint32_t(args.get_int("budget", 8));
+  s.engine.time_kernels = timing;
+  s.load(args, {s.engine.budget});
+  args.reject_unknown();
+  std::vector<uint32_t> ids;
+  if (!tokens.empty()) {
+    ids = s.parse_tokens(tokens);
+  } else if (!prompt_file.empty()) {
+    std::ifstream f(prompt_file, std::ios::binary);
+    if (!f) throw Error("cannot read prompt file " + prompt_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    ids = s.encode(ss.str());
+  } else if (!prompt.empty()) {
+    ids = s.encode(prompt);
+  } else {
+    throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
+  }
+  Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
+  std::optional<StreamDecoder> dec;
+  if (s.tokenizer) dec.emplace(*s.tokenizer);
+  auto stream = [&](const uint32_t* t, size_t k) {
+    if (json) return;
+    for (size_t i = 0; i < k; ++i) {
+      if (dec)
+        std::fputs(dec->push(t[i]).c_str(), stdout);
+      else
+        std::printf("%u ", t[i]);
+    }
+    std::fflush(stdout);
+  };
+  if (!json && dec) std::fputs(s.decode(ids).c_str(), stdout);
+  GenerateStats st = engine.generate(ids, n, stream);
+  if (json) {
+    std::printf("%s\n", stats_json(st, s).dump().c_str());
+  } else {
+    if (dec) std::fputs(dec->flush().c_str(), stdout);
+    std::printf("\n");
+    std::fprintf(stderr, "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/step\n",
+                 strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
+                 st.tokens_per_s, st.host_waits_per_step);
+  }
+  return 0;
+}
+
+static RegisterCommand reg{"generate",
+                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S] [--heads H1,H2] [--json]",
+                           run_generate};
+
+}  // namespace vkspec::cli

@@ -1,0 +1,83 @@
+#include "cli/session.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace vkspec::cli {
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep || (sep == ' ' && (c == ',' || c == '\t' || c == '\n'))) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
+  const std::string model_path = args.get("m", args.get("model", ""));
+  if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
+  const std::string heads = args.get("heads", "");
+  const uint32_t ctx_len = uint32_t(args.get_int("ctx", 0));
+  engine.depth = uint32_t(args.get_int("depth", 4));
+  engine.topk = uint32_t(args.get_int("topk", 4));
+  ContextOptions co;
+  co.device = args.get("device", "");
+  ctx = std::make_unique<Context>(co);
+  file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+  budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
+  ModelOptions mo;
+  mo.context = ctx_len;
+  mo.max_rows = std::max<uint32_t>(64, 1 + 2 * budget_max);
+  model = std::make_unique<LlamaModel>(*ctx, *file, mo);
+  if (!heads.empty()) {
+    auto parts = split_list(heads, ',');
+    if (parts.size() > 2) throw Error("--heads takes one or two paths, got " + std::to_string(parts.size()));
+    const uint32_t rows = std::max<uint32_t>(64, engine.topk);
+    head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);
+    if (parts.size() == 2) head2 = std::make_unique<EagleHead>(*ctx, parts[1], *model, model->capacity(), rows);
+  }
+  if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
+    try {
+      tokenizer = Tokenizer::from_gguf(*file);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
+    }
+  }
+}
+
+std::vector<uint32_t> Session::parse_tokens(const std::string& s) const {
+  std::vector<uint32_t> ids;
+  for (const std::string& w : split_list(s, ' ')) {
+    size_t pos = 0;
+    unsigned long v = 0;
+    try {
+      v = std::stoul(w, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != w.size()) throw Error("--tokens expects token ids separated by spaces, got '" + w + "'");
+    if (v >= uint32_t(model->config().V))
+      throw Error("token id " + w + " is outside the model's vocabulary of " + std::to_string(model->config().V));
+    ids.push_back(uint32_t(v));
+  }
+  return ids;
+}
+
+std::vector<uint32_t> Session::encode(const std::string& text) const {
+  if (!tokenizer) throw Error(file->path() + " carries no tokenizer (tokenizer.ggml.*): give --tokens instead of -p");
+  return tokenizer->encode(text, tokenizer->add_bos(), false);
+}
+
+std::string Session::decode(const std::vector<uint32_t>& ids) const {
+  if (!tokenizer) return {};
+  return tokenizer->decode(ids);
+}
+
+}  // namespace vkspec::cli

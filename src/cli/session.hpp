@@ -1,0 +1,36 @@
+// What `generate` and `bench` share: loading the verifier, the heads and the tokenizer from the
+// command line, and turning a prompt (text or ids) into token ids.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "vkspec/eagle_head.hpp"
+#include "vkspec/engine.hpp"
+#include "vkspec/tokenizer.hpp"
+
+namespace vkspec::cli {
+
+struct Session {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleHead> head1, head2;
+  std::optional<Tokenizer> tokenizer;
+  EngineOptions engine;
+  uint32_t budget_max = 0;  // largest budget the session's buffers must serve
+
+  // Reads -m, --heads, --ctx, --depth, --topk, --budget, --device, --strategy from args.
+  // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
+  void load(Args& args, const std::vector<uint32_t>& budgets);
+  std::vector<uint32_t> parse_tokens(const std::string& ids) const;  // "1 2 3" or "1,2,3"
+  std::vector<uint32_t> encode(const std::string& text) const;       // needs the GGUF tokenizer
+  std::string decode(const std::vector<uint32_t>& ids) const;
+};
+
+std::vector<std::string> split_list(const std::string& s, char sep);
+
+}  // namespace vkspec::cli

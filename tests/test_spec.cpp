@@ -1,0 +1,120 @@
+// End-to-end: every strategy emits exactly the `ar` tokens (DESIGN.md §1), on a random model with
+// random heads (low acceptance) and on a model whose heads agree often (long accepted paths,
+// multi-token commits); the KV cache after speculative steps equals the one `ar` builds.
+#include <cstring>
+
+#include "spec_fixtures.hpp"
+#include "vk_fixture.hpp"
+#include "vkspec/engine.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+struct Rig {
+  TempFile gguf;
+  TempDir h1, h2;
+  LlamaConfig cfg;
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleHead> head1, head2;
+  Rig(Context& ctx, const std::string& name, float mix, int mode1, int mode2, float noise1, float noise2)
+      : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
+    cfg = write_verifier(gguf.path, 42, mix);
+    write_head(h1.path, cfg, gguf.path, 101, mode1, noise1);
+    write_head(h2.path, cfg, gguf.path, 202, mode2, noise2);
+    file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
+    ModelOptions mo;
+    mo.context = 256;
+    mo.max_rows = 64;
+    model = std::make_unique<LlamaModel>(ctx, *file, mo);
+    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, 256, 64);
+    head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, 256, 64);
+  }
+};
+
+std::vector<std::vector<uint32_t>> prompts(int n, uint32_t V) {
+  std::vector<std::vector<uint32_t>> out;
+  std::mt19937 rng(9);
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint32_t> p(1 + rng() % 12);
+    for (auto& x : p) x = rng() % V;
+    out.push_back(p);
+  }
+  return out;
+}
+
+void check_lossless(Context& ctx, Rig& rig, const char* what, double min_tau_merge, uint32_t depth, uint32_t topk,
+                    uint32_t budget) {
+  const auto ps = prompts(20, uint32_t(rig.cfg.V));
+  EngineOptions ao;
+  ao.strategy = Strategy::AR;
+  Engine ar(ctx, *rig.model, nullptr, nullptr, ao);
+  std::vector<std::vector<uint32_t>> want;
+  for (auto& p : ps) want.push_back(ar.generate(p, 128).tokens);
+  for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    EngineOptions o;
+    o.strategy = s;
+    o.depth = depth, o.topk = topk, o.budget = budget;
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+    uint64_t toks = 0, steps = 0;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateStats st = e.generate(ps[i], 128);
+      REQUIRE_MESSAGE(st.tokens.size() == want[i].size(), what << " " << std::string(strategy_name(s)) << " prompt " << i);
+      size_t bad = 0;
+      while (bad < want[i].size() && st.tokens[bad] == want[i][bad]) ++bad;
+      CHECK_MESSAGE(bad == want[i].size(), what << " " << std::string(strategy_name(s)) << " prompt " << i
+                                                << ": first divergence from ar at token " << bad);
+      CHECK(st.host_waits_per_step <= 1.0);
+      toks += st.tokens.size() - 1;
+      steps += st.steps;
+    }
+    const double tau = double(toks) / double(steps);
+    MESSAGE(std::string(what) << " " << std::string(strategy_name(s)) << ": tau " << tau);
+    if (s == Strategy::Merge || s == Strategy::MergeTrie) CHECK(tau >= min_tau_merge);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar on a random model with random heads") {
+  Rig rig(ctx, "spec_random", 1.0f, 0, 0, 0, 0);
+  // Small trees: with random heads nearly every step commits one token, so this case is
+  // dominated by step count; the tree shape does not change what losslessness means.
+  check_lossless(ctx, rig, "random", 1.0, 3, 2, 4);
+}
+
+TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar when heads agree often (long accepted paths)") {
+  // Oracle-like heads with different noise: long paths get accepted, multi-token commits happen,
+  // and the two heads disagree sometimes so route and merge have a choice to make.
+  Rig rig(ctx, "spec_oracle", 0.05f, 2, 2, 0.25f, 0.5f);
+  check_lossless(ctx, rig, "oracle", 2.0, 4, 3, 6);
+}
+
+TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps equals the one ar builds") {
+  Rig rig(ctx, "spec_kv", 0.3f, 2, 2, 0.02f, 0.05f);
+  const std::vector<uint32_t> prompt = {5, 17, 3, 44};
+  EngineOptions ao;
+  Engine ar(ctx, *rig.model, nullptr, nullptr, ao);
+  ar.generate(prompt, 40);
+  const uint32_t rows = 4 + 38;  // positions certainly committed by both runs
+  const uint32_t kv = rig.model->kv_row_floats();
+  std::vector<std::vector<float>> ref;
+  for (int l = 0; l < rig.cfg.L; ++l) {
+    ref.push_back(rig.model->k_cache(l).read<float>(size_t(rows) * kv));
+    ref.push_back(rig.model->v_cache(l).read<float>(size_t(rows) * kv));
+  }
+  EngineOptions o;
+  o.strategy = Strategy::Merge;
+  o.depth = 4, o.topk = 3, o.budget = 6;
+  Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+  GenerateStats st = e.generate(prompt, 40);
+  CHECK(st.tau > 1.5);  // multi-token commits happened
+  for (int l = 0; l < rig.cfg.L; ++l) {
+    auto k = rig.model->k_cache(l).read<float>(size_t(rows) * kv);
+    auto v = rig.model->v_cache(l).read<float>(size_t(rows) * kv);
+    CHECK_MESSAGE(std::memcmp(k.data(), ref[2 * l].data(), k.size() * 4) == 0, "K cache of layer " << l << " differs");
+    CHECK_MESSAGE(std::memcmp(v.data(), ref[2 * l + 1].data(), v.size() * 4) == 0, "V cache of layer " << l << " differs");
+  }
+}
