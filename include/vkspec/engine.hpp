@@ -4,6 +4,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct GenerateStats {
   uint32_t dispatches_per_step = 0;
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
+  std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)
 };
 
 class Engine {

@@ -33,7 +33,10 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
         {"both", st.head_wins[3] / n}};
   }
   if (s.engine.time_kernels)
+  {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
+    j["kernel_ms_per_step"] = st.kernel_ms;
+  }
   return j;
 }
 

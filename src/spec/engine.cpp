@@ -235,9 +235,6 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   if (on_tokens) on_tokens(&root, 1);
   const uint64_t waits1 = ctx_.host_waits();
   uint32_t dispatches = 0;
-  auto add_time = [&](const std::vector<DispatchTiming>& tm, double& ms) {
-    for (auto& x : tm) ms += x.us * 1e-3;
-  };
 
   ingest_n_ = 0;  // prefill already ingested the prompt
   const uint32_t window = opts_.depth + 2;  // tokens a step can commit, read back each step
@@ -257,7 +254,11 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       argmax(seq, model_.logits(), seq_tokens_, t_ + 1, 1, V);
       seq.copy(seq_tokens_, uint64_t(t_ + 1) * 4, readback_, 64, 4);
       seq.run();
-      if (opts_.time_kernels) add_time(seq.timings(), st.verify_ms);
+      if (opts_.time_kernels)
+        for (auto& x : seq.timings()) {
+          st.verify_ms += x.us * 1e-3;
+          st.kernel_ms[x.label] += x.us * 1e-3;
+        }
     } else {
       // draft(): both heads into the same command buffer.
       for (uint32_t h = 0; h < 2; ++h)
@@ -308,8 +309,10 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       seq.run();
       if (opts_.time_kernels) {
         auto tm = seq.timings();
-        for (uint32_t i = 0; i < tm.size(); ++i)
+        for (uint32_t i = 0; i < tm.size(); ++i) {
           (i < n_draft ? st.draft_ms : i < n_verify ? st.verify_ms : st.commit_ms) += tm[i].us * 1e-3;
+          st.kernel_ms[tm[i].label] += tm[i].us * 1e-3;
+        }
       }
       const uint32_t* info = static_cast<const uint32_t*>(readback_.mapped());
       a = info[kInfoAccepted];
@@ -342,6 +345,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
     st.draft_ms /= st.steps;
     st.verify_ms /= st.steps;
     st.commit_ms /= st.steps;
+    for (auto& [k, v] : st.kernel_ms) v /= st.steps;
   }
   (void)waits0;
   return st;
