@@ -37,7 +37,11 @@ case "${1:-}" in
     install_deps
     build
     shift
-    exec build/vkspec devices "$@"
+    build/vkspec devices >&2
+    # The bundled demo (models/README.md): a byte-level verifier and two EAGLE heads trained here.
+    # Text streams to stdout; tau and tokens/s follow on stderr.
+    exec build/vkspec generate -m models/verifier.gguf --heads models/head1,models/head2 --strategy merge \
+      -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-300}" "$@"
     ;;
   test)
     install_deps

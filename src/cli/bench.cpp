@@ -24,7 +24,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   std::vector<uint32_t> budgets;
   for (auto& b : split_list(args.get("budget", "8"), ',')) budgets.push_back(uint32_t(std::stoul(b)));
   std::vector<Strategy> strategies;
-  for (auto& x : split_list(args.get("strategies", "ar,single1,single2,route,merge,merge-trie"), ','))
+  const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
+  for (auto& x : split_list(args.get("strategies", args.get("strategy", all)), ','))
     strategies.push_back(parse_strategy(x));
   Session s;
   s.engine.time_kernels = timing;
@@ -57,7 +58,9 @@ static int run_bench(const std::vector<std::string>& argv) {
       s.engine.budget = B;
       Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
       uint64_t toks = 0, steps = 0;
-      double secs = 0, waits = 0, draft = 0, verify = 0, commit = 0;
+      double secs = 0, waits = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
+      uint64_t prompt_tokens = 0;
+      uint32_t dispatches = 0;
       std::vector<uint32_t> hist;
       std::array<double, 4> wins{};
       uint32_t nodes = 1;
@@ -72,6 +75,9 @@ static int run_bench(const std::vector<std::string>& argv) {
         if (hist.size() < st.accept_hist.size()) hist.resize(st.accept_hist.size());
         for (size_t i = 0; i < st.accept_hist.size(); ++i) hist[i] += st.accept_hist[i];
         nodes = std::max(nodes, st.nodes_per_step);
+        prefill_s += st.prefill_seconds;
+        prompt_tokens += p.size();
+        dispatches = std::max(dispatches, st.dispatches_per_step);
       }
       const double tau = steps ? double(toks) / steps : 0, tps = secs > 0 ? toks / secs : 0;
       if (strat == Strategy::AR) ar_tps = tps;
@@ -83,6 +89,8 @@ static int run_bench(const std::vector<std::string>& argv) {
                           {"speedup", ar_tps > 0 ? nlohmann::json(tps / ar_tps) : nlohmann::json(nullptr)},
                           {"host_waits_per_step", steps ? waits / steps : 0},
                           {"accept_hist", hist},
+                          {"dispatches_per_step", dispatches},
+                          {"prefill_tokens_per_s", prefill_s > 0 ? prompt_tokens / prefill_s : 0.0},
                           {"prompts", prompts.size()},
                           {"new_tokens", n}};
       if (strat != Strategy::AR)

@@ -1,0 +1,62 @@
+// make_random_gguf OUT.gguf [--dim 512] [--layers 8] [--heads 8] [--kv-heads 8] [--ffn 1408]
+//                  [--vocab 32000] [--type f16|f32|q8_0] [--seed 1] [--tied]
+// A random Llama model with a given shape, for benchmarks on shapes nobody ships (weights are
+// uniform in ±1/sqrt(fan_in); the file follows the GGUF spec, untied output unless --tied).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "vkspec/gguf_writer.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fprintf(stderr, "usage: %s OUT.gguf [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N] "
+                         "[--vocab N] [--type f16|f32|q8_0] [--seed N] [--tied]\n", argv[0]);
+    return 2;
+  }
+  vkspec::LlamaConfig c;
+  c.C = 512, c.L = 8, c.H = 8, c.Hkv = 8, c.F = 1408, c.V = 32000, c.ctx = 2048, c.tied_output = false;
+  vkspec::GgmlType t = vkspec::GgmlType::F16;
+  uint64_t seed = 1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> long {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return std::atol(argv[++i]);
+    };
+    if (a == "--dim") c.C = int(next());
+    else if (a == "--layers") c.L = int(next());
+    else if (a == "--heads") c.H = int(next());
+    else if (a == "--kv-heads") c.Hkv = int(next());
+    else if (a == "--ffn") c.F = int(next());
+    else if (a == "--vocab") c.V = int(next());
+    else if (a == "--seed") seed = uint64_t(next());
+    else if (a == "--tied") c.tied_output = true;
+    else if (a == "--type" && i + 1 < argc) {
+      const std::string s = argv[++i];
+      t = s == "f32" ? vkspec::GgmlType::F32 : s == "q8_0" ? vkspec::GgmlType::Q8_0 : vkspec::GgmlType::F16;
+      if (s != "f32" && s != "q8_0" && s != "f16") {
+        std::fprintf(stderr, "unknown --type '%s'\n", s.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "unknown option '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (c.H <= 0 || c.C % c.H || c.Hkv <= 0 || c.H % c.Hkv) {
+    std::fprintf(stderr, "--heads must divide --dim and --kv-heads must divide --heads\n");
+    return 2;
+  }
+  c.D = c.C / c.H;
+  try {
+    vkspec::write_random_llama(argv[1], c, seed, t);
+    std::fprintf(stderr, "wrote %s: C=%d L=%d H=%d Hkv=%d F=%d V=%d\n", argv[1], c.C, c.L, c.H, c.Hkv, c.F, c.V);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
