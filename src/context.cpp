@@ -308,6 +308,15 @@ Context::Context(const AdoptedDevice& a, const ContextOptions& opts) {
   queue_ = a.queue;
   queue_family_ = a.queue_family;
   init_device(opts, false);
+  // Only what the caller enabled may be used.
+  caps_.fp16_arithmetic &= a.enabled.shader_float16;
+  caps_.int8_arithmetic &= a.enabled.shader_int8;
+  caps_.storage_16bit &= a.enabled.storage_buffer_16bit;
+  caps_.storage_8bit &= a.enabled.storage_buffer_8bit;
+  if (!a.enabled.subgroup_size_control) {
+    caps_.subgroup_size_control = caps_.compute_full_subgroups = false;
+    caps_.min_subgroup_size = caps_.max_subgroup_size = caps_.subgroup_size;
+  }
 }
 
 void Context::init_device(const ContextOptions& opts, bool own) {

@@ -85,8 +85,8 @@ struct ContextOptions {
 };
 
 // A caller's existing Vulkan objects. The caller keeps ownership; vkspec only borrows them and
-// must be destroyed before they are. The device must have been created with the features
-// vkspec uses enabled where available (see required_device_features() in context.cpp).
+// must be destroyed before they are. Vulkan cannot tell which optional features a device was
+// created with, so the caller says; kernels needing a feature not listed here are not chosen.
 struct AdoptedDevice {
   VkInstance instance = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
@@ -94,6 +94,11 @@ struct AdoptedDevice {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   uint32_t api_version = VK_API_VERSION_1_2;
+  struct Enabled {
+    bool shader_float16 = false, shader_int8 = false;
+    bool storage_buffer_16bit = false, storage_buffer_8bit = false;
+    bool subgroup_size_control = false;
+  } enabled;
 };
 
 struct PhysicalDeviceInfo {
