@@ -80,7 +80,7 @@ TEST_CASE("two runtimes live in one process without sharing state") {
 TEST_CASE("asking for a device that does not exist is a clear error") {
   ContextOptions o;
   o.device = "no-such-gpu-anywhere";
-  CHECK_THROWS_WITH_AS(Context(o), doctest::Contains("no Vulkan device matches 'no-such-gpu-anywhere'"), Error);
+  CHECK_THROWS_WITH_AS(Context{o}, doctest::Contains("no Vulkan device matches 'no-such-gpu-anywhere'"), Error);
   o.device = "97";
-  CHECK_THROWS_WITH_AS(Context(o), doctest::Contains("device index 97 does not exist"), Error);
+  CHECK_THROWS_WITH_AS(Context{o}, doctest::Contains("device index 97 does not exist"), Error);
 }
