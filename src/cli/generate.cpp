@@ -50,9 +50,12 @@ static int run_generate(const std::vector<std::string>& argv) {
   const uint32_t n = uint32_t(args.get_int("n", 128));
   Session s;
   s.engine.strategy = parse_strategy(args.get("strategy", "ar"));
-  s.engine.budget = uint32_t(args.get_int("budget", 8));
+  const std::string budget_opt = args.get("budget", "8");
+  const bool auto_budget = budget_opt == "auto";
+  const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64};
+  s.engine.budget = auto_budget ? 8 : uint32_t(std::stoul(budget_opt));
   s.engine.time_kernels = timing;
-  s.load(args, {s.engine.budget});
+  s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
   args.reject_unknown();
   std::vector<uint32_t> ids;
   if (!tokens.empty()) {
@@ -67,6 +70,26 @@ static int run_generate(const std::vector<std::string>& argv) {
     ids = s.encode(prompt);
   } else {
     throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
+  }
+  if (auto_budget && s.engine.strategy != Strategy::AR) {
+    // Like EAGLE's total_token=-1: try each budget on this device with this prompt for a short
+    // run and keep the one with the most tokens per second (tau gained vs verify cost paid).
+    double best = -1;
+    uint32_t choice = candidates.front();
+    for (uint32_t B : candidates) {
+      EngineOptions o = s.engine;
+      o.budget = B;
+      try {
+        Engine trial(*s.ctx, *s.model, s.head1.get(), s.head2.get(), o);
+        GenerateStats st = trial.generate(ids, std::min<uint32_t>(n, 32));
+        std::fprintf(stderr, "budget %3u: tau %.2f, %.1f tokens/s\n", B, st.tau, st.tokens_per_s);
+        if (st.tokens_per_s > best) best = st.tokens_per_s, choice = B;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "budget %3u: skipped (%s)\n", B, e.what());
+      }
+    }
+    s.engine.budget = choice;
+    std::fprintf(stderr, "--budget auto chose %u per head on %s\n", choice, s.ctx->caps().name.c_str());
   }
   Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
   std::optional<StreamDecoder> dec;
@@ -88,6 +111,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   } else {
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
+    std::fflush(stdout);  // the text first, then the statistics, also when both go to one pipe
     std::fprintf(stderr, "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/step\n",
                  strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
                  st.tokens_per_s, st.host_waits_per_step);
