@@ -1,4 +1,7 @@
 // Embedding: vkspec on a caller's own VkInstance/VkDevice/queue, and two runtimes in one process.
+#include <filesystem>
+#include <unistd.h>
+
 #include "vk_fixture.hpp"
 
 using namespace vkspec;
@@ -83,4 +86,36 @@ TEST_CASE("asking for a device that does not exist is a clear error") {
   CHECK_THROWS_WITH_AS(Context{o}, doctest::Contains("no Vulkan device matches 'no-such-gpu-anywhere'"), Error);
   o.device = "97";
   CHECK_THROWS_WITH_AS(Context{o}, doctest::Contains("device index 97 does not exist"), Error);
+}
+
+TEST_CASE("the pipeline cache is saved to disk keyed by device, driver and shaders, and reloaded") {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("vkspec_pc_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::string path;
+  {
+    ContextOptions o;
+    o.pipeline_cache_dir = dir;
+    Context ctx(o);
+    path = ctx.pipelines().path();
+    CHECK(path.find(dir) == 0);
+    run_add(ctx, 1, 1);
+  }
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(std::filesystem::file_size(path) > 0);
+  {
+    ContextOptions o;
+    o.pipeline_cache_dir = dir;
+    Context ctx(o);  // a valid blob is accepted by the driver; a corrupt one would be ignored
+    CHECK(ctx.pipelines().path() == path);
+    run_add(ctx, 2, 3);
+  }
+  // A truncated, corrupt file must not break startup.
+  std::filesystem::resize_file(path, 7);
+  {
+    ContextOptions o;
+    o.pipeline_cache_dir = dir;
+    Context ctx(o);
+    run_add(ctx, 4, 5);
+  }
+  std::filesystem::remove_all(dir);
 }
