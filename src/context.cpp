@@ -67,6 +67,7 @@ void derive_quirks(DeviceCaps& c) {
   // fixed cost per dispatch; both facts follow from being a CPU rasterizer, not from a vendor.
   c.quirks.weights_via_texel_buffer = c.is_cpu();
   c.quirks.expensive_dispatch = c.is_cpu();
+  c.quirks.matmul_rows_per_invocation = c.is_cpu();
 }
 
 DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
@@ -343,7 +344,10 @@ void Context::init_device(const ContextOptions& opts, bool own) {
       ssc.subgroupSizeControl = VK_TRUE;
       ssc.computeFullSubgroups = caps_.compute_full_subgroups;
       f12.pNext = &ssc;
-      if (caps_.api_version < VK_API_VERSION_1_3) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+      // The instance asks for Vulkan 1.2, so the device runs at 1.2 even where 1.3 (with subgroup
+      // size control in core) is available: enable the extension whenever the device offers it.
+      if (has_extension(physical_, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
+        exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     }
     VkPhysicalDeviceFeatures2 avail{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     vkGetPhysicalDeviceFeatures2(physical_, &avail);

@@ -114,7 +114,8 @@ void run_matmul_case(Context& ctx, WeightType t, WeightPath path, uint32_t N, ui
               std::string("matmul ") + weight_type_name(t) + (W.texel ? " texel" : " storage") + " N=" +
                   std::to_string(N) + " K=" + std::to_string(K) + " B=" + std::to_string(B) + " wg=" +
                   std::to_string(cfg.workgroup_size) + " sg=" + std::to_string(cfg.use_subgroup) + " rows=" +
-                  std::to_string(cfg.rows_per_workgroup) + " bt=" + std::to_string(cfg.batch_tile));
+                  std::to_string(cfg.rows_per_workgroup) + " bt=" + std::to_string(cfg.batch_tile) + " variant=" +
+                  std::to_string(cfg.matmul_rows));
 }
 
 }  // namespace
@@ -128,18 +129,21 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
   const Shape shapes[] = {{1, 1, 1}, {3, 3, 2}, {23, 23, 1}, {37, 37, 5}, {13, 4097, 1}, {5, 4097, 17}, {67, 96, 3}};
   const Shape q8_shapes[] = {{1, 32, 1}, {23, 64, 2}, {37, 4096 + 32, 1}, {13, 288, 17}, {67, 96, 3}};
   std::vector<KernelConfig> cfgs;
-  for (uint32_t wg : {32u, 64u, 48u})
-    for (int sg : {0, 1})
-      for (uint32_t rows : {1u, 4u, 8u})
-        for (uint32_t bt : {1u, 8u}) {
-          if (sg && !ctx.caps().subgroup_arithmetic) continue;
-          KernelConfig c;
-          c.workgroup_size = wg;
-          c.use_subgroup = sg;
-          c.rows_per_workgroup = rows;
-          c.batch_tile = bt;
-          cfgs.push_back(c);
-        }
+  for (int variant : {0, 1, 2})
+    for (uint32_t wg : {32u, 64u, 48u})
+      for (int sg : {0, 1})
+        for (uint32_t rows : {1u, 4u, 8u})
+          for (uint32_t bt : {1u, 8u}) {
+            if ((sg || variant == 2) && !ctx.caps().subgroup_arithmetic) continue;
+            if (variant != 0 && sg) continue;  // subgroup choice only exists for variant 0
+            KernelConfig c;
+            c.matmul_rows = variant;
+            c.workgroup_size = wg;
+            c.use_subgroup = sg;
+            c.rows_per_workgroup = rows;
+            c.batch_tile = bt;
+            cfgs.push_back(c);
+          }
   int i = 0;
   for (auto t : types)
     for (auto path : paths) {
@@ -147,7 +151,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
                                                : std::vector<Shape>(std::begin(shapes), std::end(shapes));
       for (auto s : list) {
         // Sweep configurations across shapes rather than the full product, to keep the suite fast.
-        for (int j = 0; j < 3; ++j) {
+        for (int j = 0; j < 6; ++j) {
           const KernelConfig& c = cfgs[(i++ * 7 + j * 5) % cfgs.size()];
           run_matmul_case(ctx, t, path, s.N, s.K, s.B, c, (i + j) % 3 == 1, (i + j) % 4 == 2);
         }
@@ -158,27 +162,35 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
 TEST_CASE_FIXTURE(VkTest, "matmul rows are batch-invariant: bit-identical whatever B") {
   // Speculative decoding verifies N tree nodes in one pass and must reproduce one-token decoding
   // exactly; the kernel computes each output row in the same order for every batch size.
-  for (auto t : {WeightType::F16, WeightType::Q8_0}) {
-    const uint32_t N = 45, K = 320;
-    auto raw = make_weight(t, N, K, 3);
-    DeviceWeight W = upload_weight(ctx, t, N, K, raw.data());
-    auto x = random_floats(size_t(64) * K, 11);
-    Buffer xb(ctx, x.size() * 4), y1(ctx, N * 4), yB(ctx, size_t(64) * N * 4);
-    xb.upload(x);
-    for (uint32_t B : {2u, 7u, 16u, 64u}) {
-      for (uint32_t row : {0u, B / 2, B - 1}) {
-        Sequence seq(ctx);
-        seq.begin();
-        matmul(seq, W, Mat{&xb, row * K, K}, Mat{&y1, 0, N}, 1);
-        matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B);
-        seq.run();
-        auto a = y1.read<float>(N);
-        auto b = yB.read<float>(N, size_t(row) * N * 4);
-        CHECK_MESSAGE(std::memcmp(a.data(), b.data(), N * 4) == 0,
-                      weight_type_name(t) << " row " << row << " of B=" << B << " differs from B=1");
+  for (int variant : {-1, 0, 1, 2})
+    for (auto t : {WeightType::F16, WeightType::Q8_0})
+      for (auto path : {WeightPath::Texel, WeightPath::Storage}) {
+        if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+        const uint32_t N = 45, K = 320;
+        auto raw = make_weight(t, N, K, 3);
+        DeviceWeight W = upload_weight(ctx, t, N, K, raw.data(), path);
+        auto x = random_floats(size_t(256) * K, 11);
+        Buffer xb(ctx, x.size() * 4), y1(ctx, N * 4), yB(ctx, size_t(256) * N * 4);
+        xb.upload(x);
+        MatmulArgs args;
+        args.cfg.matmul_rows = variant;
+        for (uint32_t B : {2u, 7u, 16u, 64u, 256u}) {
+          Sequence seq(ctx);
+          seq.begin();
+          matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);
+          seq.run();
+          auto all = yB.read<float>(size_t(B) * N);
+          for (uint32_t row : {0u, B / 2, B - 1}) {
+            seq.begin();
+            matmul(seq, W, Mat{&xb, row * K, K}, Mat{&y1, 0, N}, 1, args);
+            seq.run();
+            auto a = y1.read<float>(N);
+            CHECK_MESSAGE(std::memcmp(a.data(), &all[size_t(row) * N], N * 4) == 0,
+                          weight_type_name(t) << " variant " << variant << " row " << row << " of B=" << B
+                                              << " differs from B=1");
+          }
+        }
       }
-    }
-  }
 }
 
 TEST_CASE("matmul splits weights larger than the descriptor range") {

@@ -64,6 +64,10 @@ struct DeviceCaps {
     // On the same drivers each dispatch costs ~40 us, so fused kernels and more rows per
     // invocation pay off more than occupancy.
     bool expensive_dispatch = false;
+    // Barriers and shared memory are costly on CPU rasterizers (invocations are fibers over
+    // SIMD lanes): the matmul there uses one subgroup per workgroup (subgroupAdd, no barrier)
+    // and reads x through a texel view as well (matmul_sg.comp).
+    bool matmul_rows_per_invocation = false;
   } quirks;
 
   bool is_cpu() const { return type == VK_PHYSICAL_DEVICE_TYPE_CPU; }

@@ -32,6 +32,7 @@ struct KernelConfig {
   uint32_t required_subgroup_size = 0;
   uint32_t rows_per_workgroup = 0;  // matmul
   uint32_t batch_tile = 0;          // matmul: activation rows per workgroup (BMAX)
+  int matmul_rows = -1;  // matmul variant: 0 workgroup split-K, 1 rows per invocation, 2 subgroup split-K, -1 auto
 };
 
 // ---- weights ------------------------------------------------------------------------------

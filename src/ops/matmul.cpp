@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ops/common.hpp"
 #include "vkspec/dtype.hpp"
@@ -43,6 +45,14 @@ struct MatmulSpec {
   uint32_t slots;        // 4: SLOTS == wg
 };
 static_assert(sizeof(MatmulSpec) == 20);
+
+// Mirrors matmul_rows.comp's constants.
+struct MatmulRowsSpec {
+  uint32_t wg;  // 0: local_size_x
+  uint32_t r;   // 1: R rows per invocation
+  uint32_t bt;  // 2: BT activation rows per workgroup
+};
+static_assert(sizeof(MatmulRowsSpec) == 12);
 
 struct MatmulPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -125,6 +135,48 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
   Context& ctx = seq.context();
   assert(x.stride % 4 == 0 && x.offset % 4 == 0);
   const KernelConfig& cfg = args.cfg;
+  const Buffer& bias = args.bias ? *args.bias : W.chunks[0].scales;  // dummy binding when unused
+  // Variant: 0 split-K across a workgroup (GPUs), 1 whole rows per invocation, 2 split-K within
+  // one subgroup. CPU rasterizers get 2 (1 without subgroup arithmetic): see the quirk.
+  int v = cfg.matmul_rows;
+  if (v < 0) v = ctx.caps().quirks.matmul_rows_per_invocation ? (ctx.caps().subgroup_arithmetic ? 2 : 1) : 0;
+  if (v == 2) {
+    // One subgroup per workgroup (matmul_sg.comp): the workgroup size is pinned to the subgroup.
+    const uint32_t S = cfg.required_subgroup_size ? cfg.required_subgroup_size : ctx.caps().subgroup_size;
+    MatmulRowsSpec spec{S, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 16, cfg.batch_tile ? cfg.batch_tile : 4};
+    const bool xt = W.texel;  // x through a texel view whenever the weights are
+    auto bindings = weight_bindings(W, 3);
+    if (xt) bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    auto desc = make_pipeline_desc(variant(xt ? "matmul_sg_xt" : "matmul_sg", W), bindings, sizeof(MatmulPush), spec,
+                                   ctx.caps().subgroup_size_control ? S : 0);
+    desc.full_subgroups = ctx.caps().compute_full_subgroups;
+    const Pipeline& p = ctx.pipelines().get(desc);
+    for (const auto& c : W.chunks) {
+      MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
+                      args.bias ? 1u : 0u};
+      seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push, groups(c.rows, spec.r),
+                   groups(B, spec.bt), 1, "matmul");
+    }
+    return;
+  }
+  if (v == 1) {
+    // One variant for every B, so a row's result never depends on the batch (see the shader).
+    MatmulRowsSpec spec{pick_workgroup(ctx, cfg, 16), cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 4,
+                        cfg.batch_tile ? cfg.batch_tile : 8};
+    const bool xt = W.texel;  // x through a texel view whenever the weights are
+    auto bindings = weight_bindings(W, 3);
+    if (xt) bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    auto desc = make_pipeline_desc(variant(xt ? "matmul_rows_xt" : "matmul_rows", W), bindings, sizeof(MatmulPush),
+                                   spec, cfg.required_subgroup_size);
+    const Pipeline& p = ctx.pipelines().get(desc);
+    for (const auto& c : W.chunks) {
+      MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
+                      args.bias ? 1u : 0u};
+      seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push,
+                   groups(c.rows, spec.wg * spec.r), groups(B, spec.bt), 1, "matmul");
+    }
+    return;
+  }
   MatmulSpec spec{};
   spec.wg = pick_workgroup(ctx, cfg, 64);
   spec.rows = cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 4;
@@ -140,7 +192,6 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
   auto desc = make_pipeline_desc(variant("matmul", W), weight_bindings(W, 3), sizeof(MatmulPush), spec,
                                  cfg.required_subgroup_size);
   const Pipeline& p = ctx.pipelines().get(desc);
-  const Buffer& bias = args.bias ? *args.bias : W.chunks[0].scales;  // dummy binding when unused
   for (const auto& c : W.chunks) {
     MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
                     args.bias ? 1u : 0u};
