@@ -14,4 +14,29 @@ err=$("$vkspec" devices --device 99 2>&1 >/dev/null); rc=$?
 check "device index out of range is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'does not exist'"
 err=$("$vkspec" devices --bogus 2>&1 >/dev/null); rc=$?
 check "unknown option is refused" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'unknown option'"
+
+# generate on the bundled demo model (committed in models/): JSON on stdout, text and ids agree.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+m="$root/models/verifier.gguf"
+out=$("$vkspec" generate -m "$m" --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "generate --json has tokens, text, tau, steps" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==20 and d[\"steps\"]==19 and d[\"tau\"]==1.0 and d[\"text\"]==bytes(d[\"tokens\"]).decode(\"utf-8\",\"replace\")'"
+out2=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "merge emits ar's tokens on the demo model with tau > 1" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); assert a[\"tokens\"]==b[\"tokens\"] and b[\"tau\"]>1, (a[\"tokens\"], b[\"tokens\"], b[\"tau\"])' \"\$out\" \"\$out2\""
+long=$(/usr/bin/python3 -c 'print(" ".join(["65"]*300))')
+err=$("$vkspec" generate -m "$m" --tokens "$long" -n 10 2>&1 >/dev/null); rc=$?
+check "a prompt longer than the context is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'does not fit the context'"
+err=$("$vkspec" generate -m "$m" --tokens "1 2 999" -n 5 2>&1 >/dev/null); rc=$?
+check "a token id outside the vocabulary is refused" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'outside the model'"
+tmp=$(mktemp); head -c 1000 "$m" > "$tmp"
+err=$("$vkspec" generate -m "$tmp" --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
+check "a truncated model file is a clear error naming the file" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q \"$tmp\""
+rm -f "$tmp"
+err=$("$vkspec" generate -m "$m" --strategy merge --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
+check "merge without heads is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'needs two draft heads'"
+err=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --topk 40 --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
+check "top-k beyond the kernel limit is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'topk must be in 1..32'"
+out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
+check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail

@@ -39,7 +39,7 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   if (!heads.empty()) {
     auto parts = split_list(heads, ',');
     if (parts.size() > 2) throw Error("--heads takes one or two paths, got " + std::to_string(parts.size()));
-    const uint32_t rows = std::max<uint32_t>(64, engine.topk);
+    const uint32_t rows = std::max<uint32_t>(model->max_rows(), engine.topk);
     head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);
     if (parts.size() == 2) head2 = std::make_unique<EagleHead>(*ctx, parts[1], *model, model->capacity(), rows);
   }

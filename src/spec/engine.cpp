@@ -173,7 +173,10 @@ void Engine::record_draft(Sequence& seq, HeadState& hs, uint32_t head_id) {
 }
 
 void Engine::prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
-  const uint32_t P = uint32_t(prompt.size()), R = model_.max_rows();
+  uint32_t R = model_.max_rows();  // prefill chunk: what both the verifier and the heads take per pass
+  for (auto& hs : heads_)
+    if (hs) R = std::min(R, hs->head->max_rows());
+  const uint32_t P = uint32_t(prompt.size());
   int32_t* p = params_ptr(params_);
   for (uint32_t i = 0; i < P; ++i) p[i % 2048] = int32_t(i);  // chunks below never exceed 2048 rows
   for (uint32_t c0 = 0; c0 < P; c0 += R) {
