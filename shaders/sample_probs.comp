@@ -1,0 +1,143 @@
+#version 450
+// sample_probs: the decoding operator G (include/vkspec/sample.hpp), one workgroup per tree node.
+//   p(N, V) = renorm(min_p(top_p(top_k(penalty(logits) / T))))
+// The row of p doubles as scratch: first the penalised, tempered logits y, then the result.
+// Truncation thresholds are found by radix descent on a total order of (y desc, id asc), one
+// workgroup reduction per bit, so no sort and no per-element state; every sum has a fixed order
+// (WG is fixed on the host), so the row is the same whatever the device or the batch.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+#include "reduce.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };        // (N, V) logits
+layout(set = 0, binding = 1, std430) coherent buffer P { float p[]; };        // (N, V) out
+layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };  // y[0..t]
+layout(set = 0, binding = 3, std430) readonly buffer Tok { uint token[]; };   // tree
+layout(set = 0, binding = 4, std430) readonly buffer Par { int parent[]; };   // tree
+layout(push_constant) uniform Push {
+  uint V, x_offset, x_stride, p_offset, p_stride;
+  uint t, W, top_k, greedy;
+  float temp, top_p, min_p, penalty;
+} pc;
+
+const uint WMAX = 1024, DMAX = 64;
+shared uint win[WMAX];
+shared uint n_win;
+
+// Orderable bits of a float: a > b  <=>  ord(a) > ord(b) (as uints), -inf lowest.
+uint ord(float f) {
+  const uint b = floatBitsToUint(f);
+  return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+}
+
+// Radix descent for the largest key K = (kv, ki) with  sum_{i kept, key(i) >= K} w(i) >= target,
+// key(i) = (ord(y_i), IMASK - i): equal values rank the lower id higher. `mode` 0: w = 1 over
+// tokens kept so far; 1: w = exp(y - m) over them. Returns K; callers keep key(i) >= K.
+uint IMASK, IBITS;
+uvec2 KK = uvec2(0u, 0u);  // top-k threshold (0, 0 keeps everything)
+
+bool key_ge(uint o, uint i, uvec2 K) { return o > K.x || (o == K.x && (IMASK - i) >= K.y); }
+
+uvec2 descend(uint yo, uint mode, float m, float target) {
+  const uint lid = gl_LocalInvocationID.x;
+  uint kv = 0;
+  for (int b = 31; b >= 0; --b) {
+    const uint c = kv | (1u << b);
+    float s = 0.0;
+    for (uint i = lid; i < pc.V; i += WG) {
+      const float y = p[yo + i];
+      if (ord(y) >= c && key_ge(ord(y), i, KK)) s += mode == 0 ? 1.0 : exp(y - m);
+    }
+    if (wg_sum(s) >= target) kv = c;
+  }
+  uint ki = 0;
+  for (int b = int(IBITS) - 1; b >= 0; --b) {
+    const uint c = ki | (1u << b);
+    float s = 0.0;
+    for (uint i = lid; i < pc.V; i += WG) {
+      const float y = p[yo + i];
+      const uint o = ord(y);
+      if ((o > kv || (o == kv && (IMASK - i) >= c)) && key_ge(o, i, KK)) s += mode == 0 ? 1.0 : exp(y - m);
+    }
+    if (wg_sum(s) >= target) ki = c;
+  }
+  return uvec2(kv, ki);
+}
+
+void main() {
+  const uint row = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
+  const uint xo = pc.x_offset + row * pc.x_stride, yo = pc.p_offset + row * pc.p_stride;
+  IBITS = 0;
+  while ((1u << IBITS) < pc.V) ++IBITS;
+  IMASK = IBITS == 32 ? 0xffffffffu : (1u << IBITS) - 1u;
+
+  // Penalty window: the last W tokens of y[0..t] ++ (ancestors of this node below the root, node).
+  if (lid == 0) {
+    uint path[DMAX];
+    uint d = 0;
+    for (int j = int(row); j > 0 && d < DMAX; j = parent[j]) path[d++] = token[j];  // deepest first
+    const uint from_path = min(d, pc.W);
+    uint n = 0;
+    for (uint k = 0; k < from_path; ++k) win[n++] = path[k];
+    const uint rest = pc.W - from_path;
+    for (uint k = 0; k < rest && k <= pc.t; ++k) win[n++] = seq_tokens[pc.t - k];
+    n_win = pc.penalty == 1.0 ? 0u : n;
+  }
+  for (uint i = lid; i < pc.V; i += WG) p[yo + i] = x[xo + i];
+  memoryBarrierShared();
+  memoryBarrierBuffer();
+  barrier();
+  // Each distinct window token is penalised once, by the invocation holding its first occurrence.
+  for (uint k = lid; k < n_win; k += WG) {
+    const uint v = win[k];
+    bool first = v < pc.V;
+    for (uint j = 0; j < k && first; ++j) first = win[j] != v;
+    if (first) {
+      const float l = x[xo + v];
+      p[yo + v] = l > 0.0 ? l / pc.penalty : l * pc.penalty;
+    }
+  }
+  memoryBarrierBuffer();
+  barrier();
+
+  if (pc.greedy != 0) {  // T == 0: one-hot at the arg-max of the penalised logits
+    float best = -1.0 / 0.0;
+    uint bi = 0xffffffffu;
+    for (uint i = lid; i < pc.V; i += WG) {
+      const float y = p[yo + i];
+      if (bi == 0xffffffffu || y > best) { best = y; bi = i; }
+    }
+    float bv;
+    const uint w = wg_argmax(bi == 0xffffffffu ? -1.0 / 0.0 : best, bi == 0xffffffffu ? 0xffffffffu : bi, bv);
+    for (uint i = lid; i < pc.V; i += WG) p[yo + i] = i == w ? 1.0 : 0.0;
+    return;
+  }
+
+  for (uint i = lid; i < pc.V; i += WG) p[yo + i] = p[yo + i] / pc.temp;
+  float m = -1.0 / 0.0;
+  for (uint i = lid; i < pc.V; i += WG) m = max(m, p[yo + i]);
+  m = wg_max(m);
+
+  if (pc.top_k != 0 && pc.top_k < pc.V) KK = descend(yo, 0u, m, float(pc.top_k));
+  uvec2 KP = uvec2(0u, 0u);
+  if (pc.top_p < 1.0) {
+    float z = 0.0;
+    for (uint i = lid; i < pc.V; i += WG) {
+      const float y = p[yo + i];
+      if (key_ge(ord(y), i, KK)) z += exp(y - m);
+    }
+    KP = descend(yo, 1u, m, pc.top_p * wg_sum(z));
+  }
+  // min-p: exp(y - m) = p / p_max; the maximum survives top-k and top-p, so order does not matter.
+  float z = 0.0;
+  for (uint i = lid; i < pc.V; i += WG) {
+    const float y = p[yo + i];
+    const float e = exp(y - m);
+    if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p) z += e;
+  }
+  const float inv = 1.0 / wg_sum(z);
+  for (uint i = lid; i < pc.V; i += WG) {
+    const float y = p[yo + i];
+    const float e = exp(y - m);
+    p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p ? e * inv : 0.0;
+  }
+}

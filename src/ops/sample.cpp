@@ -1,0 +1,71 @@
+// Host side of sampling (shaders/sample_probs.comp, shaders/sample_accept.comp) and the
+// host copy of the Philox generator. Both kernels run with a fixed workgroup size: their sums
+// then have one order on every device, so a seed gives the same tokens everywhere the logits agree.
+#include "vkspec/sample.hpp"
+
+#include <cassert>
+
+#include "ops/common.hpp"
+
+namespace vkspec {
+
+using namespace ops;
+
+namespace {
+
+struct ProbsPush {
+  uint32_t V, x_offset, x_stride, p_offset, p_stride;
+  uint32_t t, W, top_k, greedy;
+  float temp, top_p, min_p, penalty;
+};
+static_assert(sizeof(ProbsPush) == 52);
+
+struct AcceptPush {
+  uint32_t n, V, p_offset, p_stride, A, step, seed_lo, seed_hi;
+};
+static_assert(sizeof(AcceptPush) == 32);
+
+KernelConfig fixed_workgroup(KernelConfig cfg) {
+  if (!cfg.workgroup_size) cfg.workgroup_size = kSampleWorkgroup;
+  return cfg;
+}
+
+}  // namespace
+
+void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
+                  const Buffer& seq_tokens, uint32_t t, const DeviceTree& tree, KernelConfig cfg) {
+  assert(N >= 1 && N <= tree.cap && V >= 1 && probs.stride >= V);
+  assert(o.repeat_window <= kSampleMaxWindow && o.top_p > 0 && o.min_p >= 0 && o.min_p <= 1);
+  ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t, o.repeat_window, o.top_k,
+                 o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty};
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 5, sizeof(push), fixed_workgroup(cfg));
+  seq.dispatch(p, {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent)}, push, N, 1, 1,
+               "sample_probs");
+}
+
+void accept_sample(Sequence& seq, const DeviceTree& tree, const AcceptSampleArgs& a, KernelConfig cfg) {
+  assert(a.n >= 1 && a.n <= tree.cap && a.n <= 512 && a.accepted && a.V >= 1);
+  const Buffer& info = a.info ? *a.info : tree.info;
+  AcceptPush push{a.n,        a.V,  a.probs.offset,         a.probs.stride,
+                  tree.max_depth + 1, a.step, uint32_t(a.seed), uint32_t(a.seed >> 32)};
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 6, sizeof(push), fixed_workgroup(cfg));
+  seq.dispatch(p, {in(tree.token), in(tree.parent), in(tree.head), a.probs.in(), out(info), out(*a.accepted)}, push,
+               a.trials, 1, 1, "accept_sample");
+}
+
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  for (int r = 0; r < 10; ++r) {
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k[1], uint32_t(p0)};
+    k[0] += 0x9E3779B9u;
+    k[1] += 0xBB67AE85u;
+  }
+  return c;
+}
+
+float sample_uniform(uint64_t seed, uint32_t step, uint32_t node, uint32_t trial) {
+  const uint32_t x = philox4x32_10({step, node, trial, 0x766b7370u}, {uint32_t(seed), uint32_t(seed >> 32)})[0];
+  return float(x >> 8) * (1.0f / 16777216.0f);
+}
+
+}  // namespace vkspec

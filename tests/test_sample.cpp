@@ -1,0 +1,400 @@
+// Sampling that stays exact (include/vkspec/sample.hpp): the Philox generator against published
+// answers, the decoding operator G against a plain CPU reference, the tree rejection-sampling
+// kernel against a CPU replica (same draws, same result) and against the distribution it must
+// produce (chi-square, fixed seeds), and end to end: speculative strategies sample what `ar`
+// samples, a seed reproduces its tokens, temperature 0 through the sampling path is greedy.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "spec_fixtures.hpp"
+#include "vk_fixture.hpp"
+#include "vkspec/engine.hpp"
+#include "vkspec/sample.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+// Chi-square critical value at significance 0.001 by the Wilson–Hilferty approximation
+// (z_{0.999} = 3.0902): within ~1% of the exact quantile for df >= 3.
+double chi2_crit_001(int df) {
+  const double z = 3.0902, a = 2.0 / (9.0 * df);
+  return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+// Goodness of fit of observed counts to expected ones. Cells with expected 0 must be empty
+// (checked); cells with expected < 5 are pooled into one cell so the chi-square law applies.
+struct Chi2 {
+  double stat = 0;
+  int df = 0;
+  long impossible = 0;  // observations in cells of probability 0
+};
+Chi2 chi2_fit(const std::vector<double>& observed, const std::vector<double>& expected) {
+  Chi2 r;
+  double po = 0, pe = 0;
+  int cells = 0;
+  for (size_t i = 0; i < observed.size(); ++i) {
+    if (expected[i] == 0) {
+      r.impossible += long(observed[i]);
+    } else if (expected[i] < 5) {
+      po += observed[i], pe += expected[i];
+    } else {
+      r.stat += (observed[i] - expected[i]) * (observed[i] - expected[i]) / expected[i];
+      ++cells;
+    }
+  }
+  if (pe > 0) r.stat += (po - pe) * (po - pe) / pe, ++cells;
+  r.df = cells - 1;
+  return r;
+}
+
+// Two-sample homogeneity: are counts a and b draws from one distribution? Cells where the
+// pooled count is < 10 are pooled together. df = cells - 1.
+Chi2 chi2_two_sample(const std::vector<double>& a, const std::vector<double>& b) {
+  const double na = std::accumulate(a.begin(), a.end(), 0.0), nb = std::accumulate(b.begin(), b.end(), 0.0);
+  std::vector<std::pair<double, double>> cells;
+  std::pair<double, double> rest{0, 0};
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] + b[i] < 10) rest.first += a[i], rest.second += b[i];
+    else cells.push_back({a[i], b[i]});
+  }
+  if (rest.first + rest.second > 0) cells.push_back(rest);
+  Chi2 r;
+  for (auto [x, y] : cells) {
+    const double ea = (x + y) * na / (na + nb), eb = (x + y) * nb / (na + nb);
+    r.stat += (x - ea) * (x - ea) / ea + (y - eb) * (y - eb) / eb;
+  }
+  r.df = int(cells.size()) - 1;
+  return r;
+}
+
+struct HostTree {
+  std::vector<uint32_t> token, head;
+  std::vector<int> parent;
+  void push(uint32_t tok, int par, uint32_t hd) {
+    token.push_back(tok);
+    parent.push_back(par);
+    head.push_back(hd);
+  }
+  uint32_t size() const { return uint32_t(token.size()); }
+  uint32_t depth(uint32_t i) const {
+    uint32_t d = 0;
+    for (int j = int(i); j > 0; j = parent[j]) ++d;
+    return d;
+  }
+};
+
+std::unique_ptr<DeviceTree> upload(Context& ctx, const HostTree& h, uint32_t max_depth) {
+  auto d = std::make_unique<DeviceTree>(ctx, h.size(), max_depth);
+  d->token.upload(h.token);
+  d->parent.upload(h.parent);
+  d->head.upload(h.head);
+  return d;
+}
+
+// ---- G on the CPU: the plain definition in include/vkspec/sample.hpp ------------------------
+std::vector<float> ref_probs(std::vector<float> y, const SamplingOptions& o, const std::vector<uint32_t>& seq_tokens,
+                             uint32_t t, const HostTree& tree, uint32_t node) {
+  const uint32_t V = uint32_t(y.size());
+  if (o.repeat_penalty != 1.0f) {
+    std::vector<uint32_t> win;
+    for (int j = int(node); j > 0 && win.size() < o.repeat_window; j = tree.parent[j]) win.push_back(tree.token[j]);
+    for (int64_t k = t; k >= 0 && win.size() < o.repeat_window; --k) win.push_back(seq_tokens[k]);
+    std::vector<bool> done(V, false);
+    for (uint32_t v : win)
+      if (v < V && !done[v]) {
+        done[v] = true;
+        y[v] = y[v] > 0 ? y[v] / o.repeat_penalty : y[v] * o.repeat_penalty;
+      }
+  }
+  std::vector<uint32_t> order(V);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return y[a] > y[b]; });
+  std::vector<float> p(V, 0.0f);
+  if (o.temperature == 0) {
+    p[order[0]] = 1;
+    return p;
+  }
+  for (auto& v : y) v = v / o.temperature;
+  uint32_t keep = o.top_k && o.top_k < V ? o.top_k : V;
+  const float m = y[order[0]];
+  // f32 like the kernel: at exact boundaries (equal logits) the cut depends on top_p * z in f32.
+  float z = 0;
+  for (uint32_t r = 0; r < keep; ++r) z += std::exp(y[order[r]] - m);
+  if (o.top_p < 1) {
+    float c = 0;
+    uint32_t r = 0;
+    while (r < keep) {
+      c += std::exp(y[order[r]] - m);
+      ++r;
+      if (c >= o.top_p * z) break;
+    }
+    keep = r;
+  }
+  double zz = 0;
+  for (uint32_t r = 0; r < keep; ++r) {
+    const float e = std::exp(y[order[r]] - m);
+    if (e >= o.min_p) zz += e, p[order[r]] = e;
+  }
+  for (auto& v : p) v = float(v / zz);
+  return p;
+}
+
+// ---- the acceptance walk on the CPU, same draws and same float order as the kernel ------------
+struct Walk {
+  std::vector<uint32_t> path;  // node indices, root first
+  uint32_t next = 0;
+};
+Walk ref_walk(const HostTree& tr, const std::vector<float>& P, uint32_t V, uint64_t seed, uint32_t step, uint32_t trial) {
+  const uint32_t n = tr.size();
+  std::vector<uint32_t> level(n, 0);
+  level[0] = 1;
+  Walk w;
+  w.path = {0};
+  uint32_t e = 0, r = 0;
+  std::vector<uint32_t> rej;
+  for (;;) {
+    rej.clear();
+    float gone = 0;
+    int hit = -1;
+    for (uint32_t j = r + 1; j < n; ++j) {
+      if (level[tr.parent[j]] != e + 1) continue;
+      const uint32_t x = tr.token[j];
+      if (std::find(rej.begin(), rej.end(), x) != rej.end()) continue;
+      const float px = P[r * V + x];
+      if (sample_uniform(seed, step + e, j, trial) * (1.0f - gone) < px) {
+        hit = int(j);
+        break;
+      }
+      rej.push_back(x);
+      gone += px;
+    }
+    if (hit < 0) break;
+    for (uint32_t j = uint32_t(hit); j < n; ++j)
+      if (level[tr.parent[j]] == e + 1 && tr.token[j] == tr.token[hit]) level[j] = e + 2;
+    ++e;
+    r = uint32_t(hit);
+    w.path.push_back(r);
+  }
+  // inverse CDF in chunks of ceil(V / 64), as the kernel sums them
+  const uint32_t chunk = (V + 63) / 64;
+  std::vector<float> part(64, 0.0f);
+  auto q = [&](uint32_t i) { return std::find(rej.begin(), rej.end(), i) != rej.end() ? 0.0f : P[r * V + i]; };
+  for (uint32_t k = 0; k < 64; ++k)
+    for (uint32_t i = std::min(k * chunk, V); i < std::min(k * chunk + chunk, V); ++i) part[k] += q(i);
+  float total = 0;
+  for (float x : part) total += x;
+  const float target = sample_uniform(seed, step + e, 0, trial) * total;
+  float acc = 0;
+  w.next = UINT32_MAX;
+  for (uint32_t k = 0; k < 64 && w.next == UINT32_MAX; ++k) {
+    if (part[k] > 0 && target < acc + part[k]) {
+      for (uint32_t i = std::min(k * chunk, V); i < std::min(k * chunk + chunk, V); ++i)
+        if (q(i) > 0) {
+          acc += q(i);
+          if (target < acc) {
+            w.next = i;
+            break;
+          }
+        }
+    } else {
+      acc += part[k];
+    }
+  }
+  return w;
+}
+
+// The hand-built merged tree of the acceptance tests: head 1's and head 2's subtrees both hold
+// token 1 under the root (and the path 1,0 twice), head 1 drafts a token of probability 0.
+//   0 root ─┬ 1:[1]h1 ─┬ 3:[0] ── 5:[2]
+//           │          └ 4:[3]
+//           ├ 2:[7]h1 (p = 0)
+//           ├ 6:[1]h2 ─┬ 7:[0]
+//           │          └ 8:[5]
+//           └ 9:[4]h2 ── 10:[1]
+HostTree merged_tree() {
+  HostTree t;
+  t.push(0, -1, 0);
+  t.push(1, 0, 1);
+  t.push(7, 0, 1);
+  t.push(0, 1, 1);
+  t.push(3, 1, 1);
+  t.push(2, 3, 1);
+  t.push(1, 0, 2);
+  t.push(0, 6, 2);
+  t.push(5, 6, 2);
+  t.push(4, 0, 2);
+  t.push(1, 9, 2);
+  return t;
+}
+
+constexpr uint32_t kV = 8;
+// A Markov chain over 8 tokens: the root's p, then q_x = p(next | last token x). Some entries 0.
+std::vector<float> root_p() { return {0.30f, 0.20f, 0.15f, 0.12f, 0.10f, 0.08f, 0.05f, 0.0f}; }
+std::vector<std::vector<float>> markov_q() {
+  std::vector<std::vector<float>> q(kV, std::vector<float>(kV));
+  for (uint32_t x = 0; x < kV; ++x) {
+    float s = 0;
+    for (uint32_t y = 0; y < kV; ++y) s += q[x][y] = y == (x + 3) % kV ? 0.0f : float(1 + (x * 3 + y * 5) % 7);
+    for (auto& v : q[x]) v /= s;
+  }
+  return q;
+}
+// p rows for every node: the root's, else q of the node's token (the context's last token).
+std::vector<float> node_rows(const HostTree& t) {
+  auto q = markov_q();
+  std::vector<float> P;
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    auto r = i == 0 ? root_p() : q[t.token[i]];
+    P.insert(P.end(), r.begin(), r.end());
+  }
+  return P;
+}
+
+struct Trials {
+  std::vector<uint32_t> info, accepted;
+};
+Trials run_trials(Context& ctx, const HostTree& t, const std::vector<float>& P, uint32_t trials, uint64_t seed,
+                  uint32_t step, uint32_t max_depth) {
+  auto d = upload(ctx, t, max_depth);
+  Buffer probs(ctx, P.size() * 4), info(ctx, uint64_t(trials) * 64), acc(ctx, uint64_t(trials) * (max_depth + 1) * 4);
+  probs.upload(P);
+  Sequence seq(ctx);
+  seq.begin();
+  AcceptSampleArgs a;
+  a.n = t.size(), a.V = kV, a.probs = Mat{&probs, 0, kV}, a.seed = seed, a.step = step, a.trials = trials;
+  a.info = &info, a.accepted = &acc;
+  accept_sample(seq, *d, a);
+  seq.run();
+  return {info.read<uint32_t>(size_t(trials) * 16), acc.read<uint32_t>(size_t(trials) * (max_depth + 1))};
+}
+
+}  // namespace
+
+TEST_CASE("sampling: Philox4x32-10 matches the Random123 known-answer vectors") {
+  auto a = philox4x32_10({0, 0, 0, 0}, {0, 0});
+  CHECK(a == std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
+  auto b = philox4x32_10({~0u, ~0u, ~0u, ~0u}, {~0u, ~0u});
+  CHECK(b == std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
+  auto c = philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, {0xa4093822u, 0x299f31d0u});
+  CHECK(c == std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, top-k, top-p, min-p, penalty, ties)") {
+  // Tree rows share a history; node rows differ by their ancestors' tokens in the window.
+  HostTree tr;
+  tr.push(3, -1, 0);
+  tr.push(5, 0, 1);
+  tr.push(2, 0, 1);
+  tr.push(5, 1, 1);
+  tr.push(0, 3, 1);
+  tr.push(7, 4, 1);
+  const uint32_t N = tr.size(), t = 29;
+  auto d = upload(ctx, tr, 5);
+  std::mt19937 rng(7);
+  struct Case {
+    float temp, top_p, min_p, pen;
+    uint32_t top_k, W;
+  };
+  const Case cases[] = {{1.0f, 1.0f, 0.0f, 1.0f, 0, 64},   {0.8f, 0.9f, 0.0f, 1.0f, 0, 64},
+                        {0.7f, 1.0f, 0.0f, 1.0f, 5, 64},   {1.3f, 0.6f, 0.0f, 1.0f, 10, 64},
+                        {0.9f, 1.0f, 0.08f, 1.0f, 0, 64},  {0.8f, 0.95f, 0.05f, 1.3f, 40, 16},
+                        {0.0f, 1.0f, 0.0f, 1.0f, 0, 64},   {0.0f, 1.0f, 0.0f, 1.5f, 0, 3},
+                        {0.6f, 0.8f, 0.02f, 1.1f, 3, 200}, {1.0f, 0.5f, 0.0f, 0.8f, 1, 8}};
+  for (uint32_t V : {1u, 7u, 23u, 37u, 300u, 1000u}) {
+    std::vector<uint32_t> hist(t + 1);
+    for (auto& x : hist) x = rng() % (V + 2);  // ids >= V are ignored by the penalty
+    Buffer seq_tokens(ctx, hist.size() * 4);
+    seq_tokens.upload(hist);
+    // Logits on a 0.25 grid: many exact ties, which top-k and top-p must break by id.
+    std::vector<float> x(size_t(N) * V);
+    for (auto& v : x) v = 0.25f * float(int(rng() % 17) - 8);
+    Buffer logits(ctx, x.size() * 4 + 64), probs(ctx, x.size() * 4 + 64);
+    logits.upload(x, 16);  // an offset, to exercise x_offset
+    for (const Case& c : cases) {
+      SamplingOptions o;
+      o.temperature = c.temp, o.top_p = c.top_p, o.min_p = c.min_p, o.repeat_penalty = c.pen, o.top_k = c.top_k;
+      o.repeat_window = c.W;
+      Sequence seq(ctx);
+      seq.begin();
+      sample_probs(seq, Mat{&logits, 4, V}, Mat{&probs, 0, V}, N, V, o, seq_tokens, t, *d);
+      seq.run();
+      auto got = probs.read<float>(size_t(N) * V);
+      std::vector<float> want;
+      for (uint32_t i = 0; i < N; ++i) {
+        auto r = ref_probs(std::vector<float>(x.begin() + size_t(i) * V, x.begin() + size_t(i + 1) * V), o, hist, t, tr, i);
+        want.insert(want.end(), r.begin(), r.end());
+      }
+      const std::string what = "V " + std::to_string(V) + " T " + std::to_string(c.temp) + " k " +
+                               std::to_string(c.top_k) + " p " + std::to_string(c.top_p) + " min-p " +
+                               std::to_string(c.min_p) + " pen " + std::to_string(c.pen) + " W " + std::to_string(c.W);
+      size_t support = 0;
+      for (size_t i = 0; i < got.size(); ++i) support += (got[i] > 0) != (want[i] > 0);
+      CHECK_MESSAGE(support == 0, what << ": kept sets differ in " << support << " entries");
+      check_close(got, want, 1e-6f, 1e-4f, what);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: acceptance kernel equals a CPU replica draw for draw") {
+  const HostTree tr = merged_tree();
+  const auto P = node_rows(tr);
+  const uint32_t trials = 3000, D = 3;
+  Trials r = run_trials(ctx, tr, P, trials, 0x1234567890abcdefull, 1000, D);
+  size_t bad = 0, first_bad = SIZE_MAX;
+  for (uint32_t b = 0; b < trials; ++b) {
+    Walk w = ref_walk(tr, P, kV, 0x1234567890abcdefull, 1000, b);
+    const uint32_t a = r.info[b * 16 + kInfoAccepted];
+    bool ok = a + 1 == w.path.size() && r.info[b * 16 + kInfoNextRoot] == w.next;
+    for (uint32_t e = 0; ok && e <= a; ++e) ok = r.accepted[b * (D + 1) + e] == w.path[e];
+    if (!ok && bad++ == 0) first_bad = b;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " trials differ from the CPU replica, first " << first_bad);
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: tree rejection sampling emits p(x1) and p(x1) p(x2 | x1) (chi-square)") {
+  // 40,000 independent walks over one merged tree with duplicates, in ONE dispatch (trial b is
+  // workgroup b, drawing with counter trial = b). First emitted token x1 = the first accepted
+  // draft, else the next root; x2 = the second accepted draft, else the next root after one
+  // accepted draft. After no accepted draft x2 would come from the next step's own tree; here it
+  // is drawn on the CPU from q_{x1} (what that step samples), so the pair law tests the walk's
+  // second level where it decides x2 and its first level everywhere.
+  const HostTree tr = merged_tree();
+  const auto P = node_rows(tr);
+  const auto p = root_p();
+  const auto q = markov_q();
+  const uint32_t trials = 40000, D = 3;
+  Trials r = run_trials(ctx, tr, P, trials, 20240607, 77, D);
+  std::vector<double> o1(kV, 0), o2(kV * kV, 0);
+  std::mt19937 rng(5);
+  std::vector<double> accepted_hist(D + 1, 0);
+  for (uint32_t b = 0; b < trials; ++b) {
+    const uint32_t a = r.info[b * 16 + kInfoAccepted], next = r.info[b * 16 + kInfoNextRoot];
+    std::vector<uint32_t> toks;
+    for (uint32_t e = 1; e <= a; ++e) toks.push_back(tr.token[r.accepted[b * (D + 1) + e]]);
+    toks.push_back(next);
+    if (toks.size() < 2) toks.push_back(uint32_t(std::discrete_distribution<int>(q[toks[0]].begin(), q[toks[0]].end())(rng)));
+    ++accepted_hist[a];
+    o1[toks[0]] += 1;
+    o2[toks[0] * kV + toks[1]] += 1;
+  }
+  std::vector<double> e1(kV), e2(kV * kV);
+  for (uint32_t x = 0; x < kV; ++x) {
+    e1[x] = trials * double(p[x]);
+    for (uint32_t y = 0; y < kV; ++y) e2[x * kV + y] = trials * double(p[x]) * double(q[x][y]);
+  }
+  const Chi2 c1 = chi2_fit(o1, e1), c2 = chi2_fit(o2, e2);
+  MESSAGE("x1: chi2 " << c1.stat << ", df " << c1.df << ", critical (p = 0.001) " << chi2_crit_001(c1.df));
+  MESSAGE("(x1, x2): chi2 " << c2.stat << ", df " << c2.df << ", critical (p = 0.001) " << chi2_crit_001(c2.df));
+  MESSAGE("accepted drafts per walk: a=0 " << accepted_hist[0] << ", 1 " << accepted_hist[1] << ", 2 "
+                                           << accepted_hist[2] << ", 3 " << accepted_hist[3]);
+  CHECK(c1.impossible == 0);
+  CHECK(c2.impossible == 0);
+  CHECK(c1.stat < chi2_crit_001(c1.df));
+  CHECK(c2.stat < chi2_crit_001(c2.df));
+  CHECK(accepted_hist[2] > 0);  // the second level was exercised
+}
