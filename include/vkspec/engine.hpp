@@ -11,6 +11,7 @@
 
 #include "vkspec/eagle_head.hpp"
 #include "vkspec/model.hpp"
+#include "vkspec/sample.hpp"
 #include "vkspec/tree.hpp"
 
 namespace vkspec {
@@ -25,6 +26,11 @@ struct EngineOptions {
   uint32_t topk = 4;    // k: children per expanded node, and frontier width
   uint32_t budget = 8;  // B: draft nodes kept per head
   bool time_kernels = false;  // timestamp every dispatch (draft / verify / commit split)
+  // Decoding operator G and seed (include/vkspec/sample.hpp). Temperature 0 without a penalty
+  // is the greedy path; anything else samples with G on the GPU in `ar` and, through tree
+  // rejection sampling, in every speculative strategy.
+  SamplingOptions sampling;
+  bool force_sampling_path = false;  // tests: G + rejection sampling even when greedy would do
 };
 
 struct GenerateStats {
@@ -51,6 +57,8 @@ class Engine {
   GenerateStats generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
                          const std::function<void(const uint32_t*, size_t)>& on_tokens = {});
   const EngineOptions& options() const { return opts_; }
+  // Throws the error generate() would give for this prompt and length, without running.
+  void check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const;
 
  private:
   struct HeadState;
@@ -58,6 +66,8 @@ class Engine {
   void record_draft(Sequence& seq, HeadState& hs, uint32_t head_id);
   void record_ingest(Sequence& seq, HeadState& hs, Mat features, uint32_t t_from, uint32_t n);
   uint32_t verify_nodes() const;
+  bool sampling() const { return opts_.sampling.active() || opts_.force_sampling_path; }
+  void record_sample_next(Sequence& seq, Mat logits_row, uint32_t t_last);
 
   Context& ctx_;
   LlamaModel& model_;
@@ -66,6 +76,8 @@ class Engine {
   Buffer seq_tokens_, count_, params_, zero_, vargmax_, accepted_, feat_, readback_;
   uint32_t ingest_from_ = 0, ingest_n_ = 0;  // head ingest pending for the next step
   std::unique_ptr<DeviceTree> vtree_;
+  std::unique_ptr<DeviceTree> root_tree_;  // a root-only tree: what `ar` samples through
+  Buffer probs_;                           // (max_rows, V) G's output when sampling
   uint32_t t_ = 0;  // committed verifier length; seq_tokens_[t_] is the root
 };
 

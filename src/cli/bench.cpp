@@ -56,7 +56,18 @@ static int run_bench(const std::vector<std::string>& argv) {
       if (strat == Strategy::AR && B != budgets.front()) continue;  // ar has no budget
       s.engine.strategy = strat;
       s.engine.budget = B;
-      Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
+      std::unique_ptr<Engine> eng;
+      try {
+        eng = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
+        for (auto& p : prompts) eng->check_fits(p, n);
+      } catch (const Error& e) {
+        // One configuration that cannot run (a tree too big for the context, say) is reported,
+        // not allowed to discard every measurement before it.
+        std::fprintf(stderr, "%-11s %6u  skipped: %s\n", strategy_name(strat), B, e.what());
+        results.push_back({{"strategy", strategy_name(strat)}, {"budget", B}, {"error", e.what()}});
+        continue;
+      }
+      Engine& engine = *eng;
       uint64_t toks = 0, steps = 0;
       double secs = 0, waits = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
       uint64_t prompt_tokens = 0;
@@ -111,7 +122,7 @@ static int run_bench(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench",
                            "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] -n N "
-                           "[--budget 4,8,...] [--json]",
+                           "[--budget 4,8,...] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]",
                            run_bench};
 
 }  // namespace vkspec::cli

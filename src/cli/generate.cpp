@@ -22,7 +22,9 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"host_waits_per_step", st.host_waits_per_step},
                       {"dispatches_per_step", st.dispatches_per_step},
                       {"nodes_per_step", st.nodes_per_step},
-                      {"accept_hist", st.accept_hist}};
+                      {"accept_hist", st.accept_hist},
+                      {"temperature", s.engine.sampling.temperature},
+                      {"seed", s.engine.sampling.seed}};
   if (s.engine.strategy != Strategy::AR) {
     j["budget"] = s.engine.budget;
     j["depth"] = s.engine.depth;
@@ -120,7 +122,8 @@ static int run_generate(const std::vector<std::string>& argv) {
 }
 
 static RegisterCommand reg{"generate",
-                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S] [--heads H1,H2] [--json]",
+                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S] [--heads H1,H2] [--json]"
+                           " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]",
                            run_generate};
 
 }  // namespace vkspec::cli

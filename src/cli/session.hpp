@@ -23,7 +23,8 @@ struct Session {
   EngineOptions engine;
   uint32_t budget_max = 0;  // largest budget the session's buffers must serve
 
-  // Reads -m, --heads, --ctx, --depth, --topk, --budget, --device, --strategy from args.
+  // Reads -m, --heads, --ctx, --depth, --topk, --budget, --device, --strategy and the sampling
+  // options --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed from args.
   // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
   void load(Args& args, const std::vector<uint32_t>& budgets);
   std::vector<uint32_t> parse_tokens(const std::string& ids) const;  // "1 2 3" or "1,2,3"

@@ -60,6 +60,11 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   if ((need1 && !h1) || (need2 && !h2))
     throw Error(std::string("strategy ") + strategy_name(s) + " needs " + (need1 && need2 ? "two draft heads" : "a draft head") +
                 " (--heads H1,H2)");
+  const SamplingOptions& so = opts.sampling;
+  if (!(so.temperature >= 0) || !(so.top_p > 0 && so.top_p <= 1) || !(so.min_p >= 0 && so.min_p <= 1) ||
+      !(so.repeat_penalty > 0) || so.repeat_window > kSampleMaxWindow)
+    throw Error("sampling options out of range: need --temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
+                "--repeat-penalty > 0, --repeat-window <= " + std::to_string(kSampleMaxWindow));
   const uint32_t K = opts.topk, D = opts.depth, B = opts.budget;
   if (s != Strategy::AR) {
     if (K < 1 || K > 32) throw Error("--topk must be in 1..32 (the top-k kernel's limit), got " + std::to_string(K));
@@ -103,6 +108,30 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   vargmax_ = Buffer(ctx, uint64_t(model.max_rows()) * 4);
   accepted_ = Buffer(ctx, (kAttentionMaxDepth + 1) * 4);
   feat_ = Buffer(ctx, uint64_t(kAttentionMaxDepth + 1) * pad4(uint32_t(model.config().C)) * 4);
+  if (sampling()) {
+    probs_ = Buffer(ctx, uint64_t(verify_nodes()) * uint32_t(model.config().V) * 4);
+    root_tree_ = std::make_unique<DeviceTree>(ctx, 1, 1);
+    root_tree_->parent.upload(std::vector<int32_t>{-1});
+    root_tree_->token.upload(std::vector<uint32_t>{0});
+    root_tree_->head.upload(std::vector<uint32_t>{0});
+  }
+}
+
+// Samples y[t_last + 1] from G(logits_row) on the GPU: a root-only tree through the rejection
+// kernel is a plain inverse-CDF draw, keyed by step t_last like a speculative step at t_last.
+void Engine::record_sample_next(Sequence& seq, Mat logits_row, uint32_t t_last) {
+  const uint32_t V = uint32_t(model_.config().V);
+  sample_probs(seq, logits_row, Mat{&probs_, 0, V}, 1, V, opts_.sampling, seq_tokens_, t_last, *root_tree_);
+  AcceptSampleArgs aa;
+  aa.n = 1, aa.V = V, aa.probs = Mat{&probs_, 0, V}, aa.seed = opts_.sampling.seed, aa.step = t_last;
+  aa.accepted = &accepted_;
+  accept_sample(seq, *root_tree_, aa);
+  *static_cast<uint32_t*>(count_.mapped()) = t_last + 1;
+  PutPush pp{kInfoNextRoot};
+  const Pipeline& put = ctx_.pipelines().get(make_pipeline_desc(
+      "put_token", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(PutPush),
+      ops::WorkgroupSpec{1}));
+  seq.dispatch(put, {in(root_tree_->info), in(count_), out(seq_tokens_)}, pp, 1, 1, 1, "put_token");
 }
 
 Engine::~Engine() = default;
@@ -186,7 +215,12 @@ void Engine::prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
     a.pos = &params_, a.pos_offset = c0 % 2048;
     a.logits_from = n - 1;
     model_.forward(seq, a);
-    if (c0 + n == P) argmax(seq, model_.logits().row(n - 1), seq_tokens_, P, 1, uint32_t(model_.config().V));
+    if (c0 + n == P) {
+      if (sampling())
+        record_sample_next(seq, model_.logits().row(n - 1), P - 1);
+      else
+        argmax(seq, model_.logits().row(n - 1), seq_tokens_, P, 1, uint32_t(model_.config().V));
+    }
     // Head ingest of this chunk's pairs (f_j, y[j+1]); the last pair's token is the root just
     // written by argmax (ordered by the recorder's hazard barriers).
     for (auto& hs : heads_)
@@ -204,9 +238,7 @@ void Engine::prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
   }
 }
 
-GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
-                               const std::function<void(const uint32_t*, size_t)>& on_tokens) {
-  using clock = std::chrono::steady_clock;
+void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const {
   const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
   if (P == 0) throw Error("the prompt is empty: give at least one token");
   for (uint32_t id : prompt)
@@ -220,7 +252,13 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
     if (hs && uint64_t(P) + n_new + slack > hs->head->capacity())
       throw Error("prompt + new tokens do not fit the draft head's context; raise --ctx");
   if (P > 2048) throw Error("prompts longer than 2048 tokens are not supported yet");
+}
 
+GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
+                               const std::function<void(const uint32_t*, size_t)>& on_tokens) {
+  using clock = std::chrono::steady_clock;
+  check_fits(prompt, n_new);
+  const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
   GenerateStats st;
   st.accept_hist.assign(opts_.depth + 2, 0);
   const uint64_t waits0 = ctx_.host_waits();
@@ -254,7 +292,10 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       LlamaModel::ForwardArgs fa;
       fa.N = 1, fa.t = t_, fa.tokens = &seq_tokens_, fa.tok_offset = t_, fa.pos = &params_;
       model_.forward(seq, fa);
-      argmax(seq, model_.logits(), seq_tokens_, t_ + 1, 1, V);
+      if (sampling())
+        record_sample_next(seq, model_.logits(), t_);
+      else
+        argmax(seq, model_.logits(), seq_tokens_, t_ + 1, 1, V);
       seq.copy(seq_tokens_, uint64_t(t_ + 1) * 4, readback_, 64, 4);
       seq.run();
       if (opts_.time_kernels)
@@ -288,10 +329,22 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       fa.N = N, fa.t = t_, fa.tokens = &vt->token, fa.pos = &vt->pos;
       fa.mask = &vt->mask, fa.mask_words = vt->mask_words;
       model_.forward(seq, fa);
-      argmax(seq, model_.logits(), vargmax_, 0, N, V);
+      if (sampling())  // p = G(logits) per node (include/vkspec/sample.hpp)
+        sample_probs(seq, model_.logits(), Mat{&probs_, 0, V}, N, V, opts_.sampling, seq_tokens_, t_, *vt);
+      else
+        argmax(seq, model_.logits(), vargmax_, 0, N, V);
       const uint32_t n_verify = seq.dispatch_count();
-      // accept(): longest match over all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
-      accept_greedy(seq, *vt, vargmax_, accepted_);
+      if (sampling()) {
+        // accept(), sampling (DESIGN §3, seed 000/001 §6.2): tree rejection sampling from the
+        // root; the same outputs as accept_greedy, so commit below is shared.
+        AcceptSampleArgs aa;
+        aa.n = N, aa.V = V, aa.probs = Mat{&probs_, 0, V}, aa.seed = opts_.sampling.seed, aa.step = t_;
+        aa.accepted = &accepted_;
+        accept_sample(seq, *vt, aa);
+      } else {
+        // accept(): longest match over all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
+        accept_greedy(seq, *vt, vargmax_, accepted_);
+      }
       // commit(): accepted KV rows into place, their features for both heads, tokens appended.
       for (int l = 0; l < model_.config().L; ++l) {
         commit_rows(seq, *vt, accepted_, t_, model_.k_cache(l), model_.kv_row_floats());
