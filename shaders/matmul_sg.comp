@@ -41,24 +41,31 @@ void main() {
   for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
   for (uint blk = lane; blk < kb; blk += S) {
+    // x of this block for every live activation row, loaded once and reused by all R rows
+    // (re-fetching it per row made x, not W, the dominant load on CPU rasterizers).
     const bool tail = blk >= full;
+    vec4 xs[BT * 8];
+    for (uint b = 0; b < BT; ++b) {
+      const uint xb = (pc.x_offset + min(b0 + b, pc.B - 1) * pc.x_stride) / 4 + blk * 8;
+      for (uint i = 0; i < 8; ++i) {
+        vec4 xv = load_x(xb + i);
+        if (tail) {  // padding past K may hold anything, NaN included
+          const uint k = blk * 32 + 4 * i;
+          xv = mix(vec4(0.0), xv, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
+        }
+        xs[b * 8 + i] = xv;
+      }
+    }
     for (uint r = 0; r < R; ++r) {
       vec4 w[8];
-      load_block(min(row0 + r, pc.N - 1), blk, kb, w);
+      float scale;  // q8_0: applied once per block, after the dot (1 for f16/f32)
+      load_block_unscaled(min(row0 + r, pc.N - 1), blk, kb, w, scale);
       for (uint b = 0; b < BT; ++b) {
-        if (b0 + b < pc.B) {
-          const uint xb = (pc.x_offset + (b0 + b) * pc.x_stride) / 4 + blk * 8;
-          float s = 0.0;
-          for (uint i = 0; i < 8; ++i) {
-            vec4 xv = load_x(xb + i);
-            if (tail) {
-              const uint k = blk * 32 + 4 * i;
-              xv = mix(vec4(0.0), xv, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
-            }
-            s += dot(w[i], xv);
-          }
-          acc[r * BT + b] += s;
-        }
+        // Same order of operations for every (R, BT): a row's result does not depend on the
+        // tile the host picked for this batch size.
+        float s = 0.0;
+        for (uint i = 0; i < 8; ++i) s += dot(w[i], xs[b * 8 + i]);
+        acc[r * BT + b] += s * scale;
       }
     }
   }

@@ -27,9 +27,46 @@ layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; };
 uvec4 load_w(uint texel) { return w_buf[texel]; }
 #endif
 
-layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; };  // (N, Kb), q8_0 only
+// q8_0 block scales (N, Kb) f32. Through a texel view as well when the weights are: a storage
+// load of one float per block cost lavapipe more than the block's 32 quants (3.7 vs 1.5 ms at
+// 4096 x 4096).
+#ifdef WEIGHTS_TEXEL
+layout(set = 0, binding = 1) uniform usamplerBuffer s_tex;
+float load_scale(uint i) { return uintBitsToFloat(texelFetch(s_tex, int(i / 4))[i % 4]); }
+#else
+layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; };
+float load_scale(uint i) { return w_scale[i]; }
+#endif
 
-// Decodes one 32-value block starting at texel `t0` into v[0..8) (each vec4 = 4 consecutive values).
+// Decodes one 32-value block into v[0..8) (each vec4 = 4 consecutive values) and its scale:
+// the block's values are v * scale. Only q8_0 has a scale (1 otherwise); a dot product can apply
+// it once per block instead of once per value.
+void load_block_unscaled(uint row, uint block, uint blocks_per_row, out vec4 v[8], out float scale) {
+  uint t0 = (row * blocks_per_row + block) * TEXELS_PER_BLOCK;
+#if defined(WT_F32)
+  scale = 1.0;
+  for (uint i = 0; i < 8; ++i) v[i] = uintBitsToFloat(load_w(t0 + i));
+#elif defined(WT_F16)
+  scale = 1.0;
+  for (uint i = 0; i < 4; ++i) {
+    uvec4 t = load_w(t0 + i);
+    v[2 * i] = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+    v[2 * i + 1] = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
+  }
+#else
+  scale = load_scale(row * blocks_per_row + block);
+  for (uint i = 0; i < 2; ++i) {
+    uvec4 t = load_w(t0 + i);
+    for (uint j = 0; j < 4; ++j) {
+      uint u = t[j];
+      // Sign-extend each byte: shift it to the top, then arithmetic-shift down.
+      v[4 * i + j] = vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24);
+    }
+  }
+#endif
+}
+
+// Decodes one 32-value block into v[0..8) (each vec4 = 4 consecutive values), scaled.
 void load_block(uint row, uint block, uint blocks_per_row, out vec4 v[8]) {
   uint t0 = (row * blocks_per_row + block) * TEXELS_PER_BLOCK;
 #if defined(WT_F32)
@@ -41,7 +78,7 @@ void load_block(uint row, uint block, uint blocks_per_row, out vec4 v[8]) {
     v[2 * i + 1] = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
   }
 #else
-  float d = w_scale[row * blocks_per_row + block];
+  float d = load_scale(row * blocks_per_row + block);
   for (uint i = 0; i < 2; ++i) {
     uvec4 t = load_w(t0 + i);
     for (uint j = 0; j < 4; ++j) {

@@ -133,7 +133,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
     for (uint32_t wg : {32u, 64u, 48u})
       for (int sg : {0, 1})
         for (uint32_t rows : {1u, 4u, 8u})
-          for (uint32_t bt : {1u, 8u}) {
+          for (uint32_t bt : {1u, 2u, 4u, 8u}) {
             if ((sg || variant == 2) && !ctx.caps().subgroup_arithmetic) continue;
             if (variant != 0 && sg) continue;  // subgroup choice only exists for variant 0
             KernelConfig c;

@@ -64,8 +64,9 @@ struct EmbedPush {
 };
 
 std::vector<VkDescriptorType> weight_bindings(const DeviceWeight& W, uint32_t extra) {
-  std::vector<VkDescriptorType> b{W.texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER};
+  // Weights and q8_0 scales share one path (shaders/weights.glsl).
+  const VkDescriptorType wt = W.texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  std::vector<VkDescriptorType> b{wt, wt};
   b.insert(b.end(), extra, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
   return b;
 }
@@ -124,7 +125,7 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
     c.rows = rows;
     c.data = Buffer(ctx, staging.size());
     c.data.upload(staging.data(), staging.size());
-    c.scales = Buffer(ctx, std::max<size_t>(16, scales.size() * 4));
+    c.scales = Buffer(ctx, std::max<size_t>(16, (scales.size() * 4 + 15) / 16 * 16));  // whole 16-byte texels
     if (!scales.empty()) c.scales.upload(scales);
     W.chunks.push_back(std::move(c));
   }
@@ -143,7 +144,11 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
   if (v == 2) {
     // One subgroup per workgroup (matmul_sg.comp): the workgroup size is pinned to the subgroup.
     const uint32_t S = cfg.required_subgroup_size ? cfg.required_subgroup_size : ctx.caps().subgroup_size;
-    MatmulRowsSpec spec{S, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 16, cfg.batch_tile ? cfg.batch_tile : 4};
+    // The batch tile follows B: a CPU rasterizer runs predicated-off tile rows anyway, so B = 1
+    // with a tile of 4 cost as much as B = 4. Every tile computes a row in the same order, so
+    // the choice never changes a bit of the result (batch invariance holds across tiles).
+    const uint32_t bt = cfg.batch_tile ? cfg.batch_tile : B <= 2 ? std::max(B, 1u) : 4;
+    MatmulRowsSpec spec{S, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 16, bt};
     const bool xt = W.texel;  // x through a texel view whenever the weights are
     auto bindings = weight_bindings(W, 3);
     if (xt) bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
