@@ -37,6 +37,14 @@ err=$("$vkspec" generate -m "$m" --strategy merge --tokens "1" -n 5 2>&1 >/dev/n
 check "merge without heads is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'needs two draft heads'"
 err=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --topk 40 --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
 check "top-k beyond the kernel limit is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'topk must be in 1..32'"
+err=$("$vkspec" generate -m "$m" --tokens "1 2 3" -n 5 --ctx 512 2>&1 >/dev/null); rc=$?
+check "a context beyond the trained one is allowed with a warning" "[ $rc -eq 0 ] && printf '%s' \"\$err\" | grep -q 'exceeds the model.s trained context of 256'"
+# The README's main command (tools/dev.sh demo) with its own flags: it must fit and speculate.
+demo_args=$(sed -n '/exec build\/vkspec generate/,/-n "/p' "$root/tools/dev.sh" | grep -o -- '--temp [^\\]*')
+out=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge $demo_args \
+      -p "The kernel provides a simple interface for" -n 170 --json 2>/dev/null)
+check "the demo's settings generate 170 tokens with tau > 2 (dev.sh demo: $demo_args)" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==170 and d[\"tau\"]>2, d[\"tau\"]'"
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail

@@ -38,10 +38,13 @@ case "${1:-}" in
     build
     shift
     build/vkspec devices >&2
-    # The bundled demo (models/README.md): a byte-level verifier and two EAGLE heads trained here.
+    # The bundled demo (models/README.md): a byte-level verifier and two EAGLE heads trained here,
+    # with a context of 256 bytes. Sampled at temperature 0.7 (greedy decoding of a model this
+    # small soon loops); merge's output has exactly the verifier's sampling distribution.
     # Text streams to stdout; tau and tokens/s follow on stderr.
     exec build/vkspec generate -m models/verifier.gguf --heads models/head1,models/head2 --strategy merge \
-      -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-300}" "$@"
+      --temp 0.7 --top-p 0.9 --seed 1 \
+      -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-170}" "$@"
     ;;
   test)
     install_deps

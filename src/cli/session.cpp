@@ -45,6 +45,11 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   mo.context = ctx_len;
   mo.max_rows = std::max<uint32_t>(64, 1 + 2 * budget_max);
   model = std::make_unique<LlamaModel>(*ctx, *file, mo);
+  // Allowed (a user may know the model extrapolates), but never silent: positions past the
+  // trained context are outside what the model has seen, and its output there is unreliable.
+  if (model->config().ctx > 0 && ctx_len > uint32_t(model->config().ctx))
+    std::fprintf(stderr, "warning: --ctx %u exceeds the model's trained context of %d tokens; output past it is unreliable\n",
+                 ctx_len, model->config().ctx);
   if (!heads.empty()) {
     auto parts = split_list(heads, ',');
     if (parts.size() > 2) throw Error("--heads takes one or two paths, got " + std::to_string(parts.size()));
