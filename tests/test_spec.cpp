@@ -2,6 +2,7 @@
 // random heads (low acceptance) and on a model whose heads agree often (long accepted paths,
 // multi-token commits); the KV cache after speculative steps equals the one `ar` builds.
 #include <cstring>
+#include <fstream>
 
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
@@ -116,5 +117,41 @@ TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps
     auto v = rig.model->v_cache(l).read<float>(size_t(rows) * kv);
     CHECK_MESSAGE(std::memcmp(k.data(), ref[2 * l].data(), k.size() * 4) == 0, "K cache of layer " << l << " differs");
     CHECK_MESSAGE(std::memcmp(v.data(), ref[2 * l + 1].data(), v.size() * 4) == 0, "V cache of layer " << l << " differs");
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar on the bundled trained model and heads") {
+  // Real trained heads (models/README.md): tau ~3-5, so most steps commit several tokens and
+  // route/merge pick between heads that really differ. Prompts are the held-out benchmark lines.
+  const std::string dir = std::string(VKSPEC_SOURCE_DIR) + "/models/";
+  GgufFile file = GgufFile::open(dir + "verifier.gguf");
+  ModelOptions mo;
+  mo.max_rows = 64;
+  LlamaModel model(ctx, file, mo);
+  EagleHead head1(ctx, dir + "head1", model, model.capacity(), 64), head2(ctx, dir + "head2", model, model.capacity(), 64);
+  std::vector<std::vector<uint32_t>> ps;
+  std::ifstream in(dir + "prompts.txt");
+  for (std::string line; std::getline(in, line) && ps.size() < 8;) ps.emplace_back(line.begin(), line.end());
+  REQUIRE(ps.size() == 8);
+  EngineOptions ao;
+  Engine ar(ctx, model, nullptr, nullptr, ao);
+  std::vector<std::vector<uint32_t>> want;
+  for (auto& p : ps) want.push_back(ar.generate(p, 128).tokens);
+  for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    EngineOptions o;
+    o.strategy = s;
+    o.depth = 5, o.topk = 4, o.budget = 12;
+    Engine e(ctx, model, &head1, &head2, o);
+    uint64_t toks = 0, steps = 0;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateStats st = e.generate(ps[i], 128);
+      size_t same = 0;
+      while (same < want[i].size() && same < st.tokens.size() && st.tokens[same] == want[i][same]) ++same;
+      CHECK_MESSAGE(st.tokens == want[i], std::string(strategy_name(s)) << " prompt " << i << ": first divergence from ar at token " << same);
+      toks += st.tokens.size() - 1, steps += st.steps;
+    }
+    const double tau = double(toks) / double(steps);
+    MESSAGE("demo " << std::string(strategy_name(s)) << ": tau " << tau);
+    CHECK(tau > 2.5);  // the trained heads really are exercised
   }
 }
