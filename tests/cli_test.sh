@@ -45,6 +45,15 @@ out=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2"
       -p "The kernel provides a simple interface for" -n 170 --json 2>/dev/null)
 check "the demo's settings generate 170 tokens with tau > 2 (dev.sh demo: $demo_args)" \
   "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==170 and d[\"tau\"]>2, d[\"tau\"]'"
+# Same --seed, same tokens: across runs and across lavapipe's vector width (subgroup size 8 vs 4),
+# for ar and for a speculative strategy (both sample through the GPU's Philox draws).
+for strat in ar merge; do
+  a=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy $strat --temp 0.9 --top-p 0.95 --seed 77 --tokens "84 104 101 32" -n 60 --json 2>/dev/null)
+  b=$(LP_NATIVE_VECTOR_WIDTH=128 "$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy $strat --temp 0.9 --top-p 0.95 --seed 77 --tokens "84 104 101 32" -n 60 --json 2>/dev/null)
+  c=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy $strat --temp 0.9 --top-p 0.95 --seed 78 --tokens "84 104 101 32" -n 60 --json 2>/dev/null)
+  check "$strat: --seed 77 gives the same 60 tokens at vector width 256 and 128; --seed 78 differs" \
+    "/usr/bin/python3 -c 'import json,sys; a,b,c=(json.loads(x)[\"tokens\"] for x in sys.argv[1:]); assert len(a)==60 and a==b and a!=c' \"\$a\" \"\$b\" \"\$c\""
+done
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail
