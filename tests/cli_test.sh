@@ -37,6 +37,12 @@ err=$("$vkspec" generate -m "$m" --strategy merge --tokens "1" -n 5 2>&1 >/dev/n
 check "merge without heads is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'needs two draft heads'"
 err=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --topk 40 --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
 check "top-k beyond the kernel limit is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'topk must be in 1..32'"
+err=$("$vkspec" generate -m "$m" --tokens "1 2 3" -n -5 2>&1 >/dev/null); rc=$?
+check "a negative count is refused, not wrapped" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q \"option -n expects an integer in 0..4294967295, got '-5'\""
+err=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --budget -1 --tokens "1" -n 5 2>&1 >/dev/null); rc=$?
+check "a negative budget is refused by name" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'option --budget expects an integer'"
+out=$("$vkspec" generate -m "$m" --tokens "1 2 3" -n 0 --json 2>/dev/null)
+check "-n 0 generates nothing" "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; assert json.load(sys.stdin)[\"tokens\"]==[]'"
 err=$("$vkspec" generate -m "$m" --tokens "1 2 3" -n 5 --ctx 512 2>&1 >/dev/null); rc=$?
 check "a context beyond the trained one is allowed with a warning" "[ $rc -eq 0 ] && printf '%s' \"\$err\" | grep -q 'exceeds the model.s trained context of 256'"
 # The README's main command (tools/dev.sh demo) with its own flags: it must fit and speculate.

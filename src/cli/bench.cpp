@@ -19,10 +19,11 @@ static int run_bench(const std::vector<std::string>& argv) {
   const bool timing = args.flag("time-kernels");
   const std::string prompts_path = args.get("prompts", "");
   const std::string tokens_path = args.get("tokens-file", "");
-  const uint32_t n = uint32_t(args.get_int("n", 64));
-  const int max_prompts = int(args.get_int("max-prompts", 1 << 30));
+  const uint32_t n = uint32_t(args.get_uint("n", 64));
+  if (n == 0) throw Error("bench needs -n of at least 1 new token per prompt");
+  const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX));
   std::vector<uint32_t> budgets;
-  for (auto& b : split_list(args.get("budget", "8"), ',')) budgets.push_back(uint32_t(std::stoul(b)));
+  for (auto& b : split_list(args.get("budget", "8"), ',')) budgets.push_back(uint32_t(parse_uint("budget", b)));
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
   for (auto& x : split_list(args.get("strategies", args.get("strategy", all)), ','))

@@ -60,8 +60,8 @@ double weight_bytes(WeightType t, uint32_t N, uint32_t K) {
 static int run_bench_kernels(const std::vector<std::string>& argv) {
   Args args(argv);
   const bool json = args.flag("json");
-  const uint64_t rotate_mib = uint64_t(args.get_int("rotate-mib", 1024));
-  const int reps = int(args.get_int("reps", 3));
+  const uint64_t rotate_mib = args.get_uint("rotate-mib", 1024);
+  const int reps = int(args.get_uint("reps", 3, 1000000));
   std::string shapes_opt = args.get("shapes", "4096x4096,512x512,1408x512,512x1408");
   std::string types_opt = args.get("types", "f16,q8_0,f32");
   std::string batches_opt = args.get("batches", "1,4,16,64");

@@ -49,13 +49,13 @@ static int run_generate(const std::vector<std::string>& argv) {
   const std::string tokens = args.get("tokens", "");
   const std::string prompt = args.get("p", args.get("prompt", ""));
   const std::string prompt_file = args.get("f", "");
-  const uint32_t n = uint32_t(args.get_int("n", 128));
+  const uint32_t n = uint32_t(args.get_uint("n", 128));
   Session s;
   s.engine.strategy = parse_strategy(args.get("strategy", "ar"));
   const std::string budget_opt = args.get("budget", "8");
   const bool auto_budget = budget_opt == "auto";
   const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64};
-  s.engine.budget = auto_budget ? 8 : uint32_t(std::stoul(budget_opt));
+  s.engine.budget = auto_budget ? 8 : uint32_t(parse_uint("budget", budget_opt));
   s.engine.time_kernels = timing;
   s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
   args.reject_unknown();

@@ -77,6 +77,25 @@ long long Args::get_int(const std::string& name, long long fallback) {
   }
 }
 
+uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max) {
+  bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long long x = 0;
+  if (ok) {
+    try {
+      x = std::stoull(v);
+      ok = x <= max;
+    } catch (...) {
+      ok = false;  // past the range of the type: too large, like any value past max
+    }
+  }
+  if (!ok) throw Error(std::string("option ") + (what.size() == 1 ? "-" : "--") + what + " expects an integer in 0.." + std::to_string(max) + ", got '" + v + "'");
+  return x;
+}
+
+uint64_t Args::get_uint(const std::string& name, uint64_t fallback, uint64_t max) {
+  return has(name) ? parse_uint(name, get(name), max) : fallback;
+}
+
 double Args::get_double(const std::string& name, double fallback) {
   if (!has(name)) return fallback;
   std::string v = get(name);

@@ -24,18 +24,18 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   const std::string model_path = args.get("m", args.get("model", ""));
   if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
   const std::string heads = args.get("heads", "");
-  const uint32_t ctx_len = uint32_t(args.get_int("ctx", 0));
-  engine.depth = uint32_t(args.get_int("depth", 4));
-  engine.topk = uint32_t(args.get_int("topk", 4));
+  const uint32_t ctx_len = uint32_t(args.get_uint("ctx", 0));
+  engine.depth = uint32_t(args.get_uint("depth", 4));
+  engine.topk = uint32_t(args.get_uint("topk", 4));
   // Decoding operator G and seed (include/vkspec/sample.hpp); defaults are greedy.
   SamplingOptions& so = engine.sampling;
   so.temperature = float(args.get_double("temp", 0));
-  so.top_k = uint32_t(args.get_int("top-k", 0));
+  so.top_k = uint32_t(args.get_uint("top-k", 0));
   so.top_p = float(args.get_double("top-p", 1));
   so.min_p = float(args.get_double("min-p", 0));
   so.repeat_penalty = float(args.get_double("repeat-penalty", 1));
-  so.repeat_window = uint32_t(args.get_int("repeat-window", 64));
-  so.seed = uint64_t(args.get_int("seed", 0));
+  so.repeat_window = uint32_t(args.get_uint("repeat-window", 64));
+  so.seed = args.get_uint("seed", 0, UINT64_MAX);
   ContextOptions co;
   co.device = args.get("device", "");
   ctx = std::make_unique<Context>(co);

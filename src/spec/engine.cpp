@@ -261,6 +261,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
   GenerateStats st;
   st.accept_hist.assign(opts_.depth + 2, 0);
+  if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
   const uint64_t waits0 = ctx_.host_waits();
   seq_tokens_.upload(prompt);
   Sequence seq(ctx_, opts_.time_kernels ? 4096 : 0);
