@@ -1,5 +1,9 @@
-// Tree-masked attention: equals each root-to-leaf path run alone with causal attention (bit for
-// bit), and a double-precision CPU reference within tolerance; GQA and odd sizes included.
+// Tree-masked attention, every kernel and specialization (attention.comp with several workgroup
+// sizes; attention_sg.comp with K/V through texel views and through storage buffers, default and
+// one head per workgroup): equals a double-precision CPU reference within tolerance, and is
+// bit-exact against the two ways decoding can meet the same row — the node's root-to-leaf path
+// run alone as a causal chain, and one-token decoding (a 1-row causal pass at the node's
+// position). GQA and plain heads, odd D, D = 256, t = 0, deep trees, padded strides and offsets.
 #include <cstring>
 
 #include "vk_fixture.hpp"
@@ -25,11 +29,13 @@ struct Tree {
   }
 };
 
-Tree random_tree(uint32_t N, uint32_t seed) {
+// `deep`: mostly a chain (parent i-1 three times in four), so tree keys span several chunks of
+// any subgroup size; otherwise uniform random parents (depth ~ ln N).
+Tree random_tree(uint32_t N, uint32_t seed, bool deep) {
   std::mt19937 rng(seed);
   Tree t;
   t.parent.push_back(-1);
-  for (uint32_t i = 1; i < N; ++i) t.parent.push_back(int(rng() % i));
+  for (uint32_t i = 1; i < N; ++i) t.parent.push_back(deep && rng() % 4 != 0 ? int(i) - 1 : int(rng() % i));
   return t;
 }
 
@@ -58,38 +64,110 @@ std::vector<float> attend_ref(const float* q, const std::vector<float>& kc, cons
   return o;
 }
 
+// Where q, o and the mask live in their buffers: rows padded past H*D and offset from the
+// start, as in the model (q is a column range of the fused qkv rows).
+struct Layout {
+  uint32_t q_offset = 0, q_pad = 0, o_offset = 0, o_pad = 0, mask_offset = 0;
+};
+
+constexpr float kSentinel = 12345.0f;  // o is pre-filled with it: writes outside the rows show
+
+// Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o and
+// checks that nothing outside o's rows was written.
+std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t N, uint32_t t, uint32_t H,
+                                 uint32_t Hkv, uint32_t D, const std::vector<float>& q, const Buffer& kb,
+                                 const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
+                                 const Layout& L) {
+  const uint32_t HD = H * D, qs = HD + L.q_pad, os = HD + L.o_pad;
+  std::vector<float> qp(L.q_offset + size_t(N) * qs, -7.0f);
+  for (uint32_t i = 0; i < N; ++i) std::memcpy(&qp[L.q_offset + size_t(i) * qs], &q[size_t(i) * HD], HD * 4);
+  std::vector<float> op(L.o_offset + size_t(N) * os, kSentinel);
+  std::vector<uint32_t> mp(L.mask_offset, 0xffffffffu);  // junk before the mask: must not be read
+  mp.insert(mp.end(), mask.begin(), mask.end());
+  Buffer qb(ctx, qp.size() * 4), ob(ctx, op.size() * 4), mb(ctx, std::max<size_t>(16, mp.size() * 4));
+  qb.upload(qp);
+  ob.upload(op);
+  if (!mp.empty()) mb.upload(mp);
+  AttentionArgs a;
+  a.N = N, a.H = H, a.Hkv = Hkv, a.D = D, a.t = t;
+  a.q = Mat{&qb, L.q_offset, qs};
+  a.o = Mat{&ob, L.o_offset, os};
+  a.k_cache = &kb, a.v_cache = &vb;
+  a.causal = mask.empty();
+  if (!a.causal) a.mask = &mb, a.mask_offset = L.mask_offset, a.mask_words = words;
+  Sequence seq(ctx);
+  seq.begin();
+  attention(seq, a, cfg);
+  seq.run();
+  auto got = ob.read<float>(op.size());
+  std::vector<float> o(size_t(N) * HD);
+  size_t stray = 0;
+  for (size_t x = 0; x < got.size(); ++x) {
+    const bool in_row = x >= L.o_offset && (x - L.o_offset) % os < HD;
+    if (in_row)
+      o[(x - L.o_offset) / os * HD + (x - L.o_offset) % os] = got[x];
+    else if (got[x] != kSentinel)
+      ++stray;
+  }
+  CHECK_MESSAGE(stray == 0, stray << " floats written outside o's rows");
+  return o;
+}
+
+struct Variant {
+  const char* name;
+  KernelConfig cfg;
+};
+
+std::vector<Variant> variants(uint32_t wg, uint32_t H, uint32_t Hkv, uint32_t D) {
+  std::vector<Variant> v;
+  KernelConfig c;
+  c.use_subgroup = 0;
+  c.workgroup_size = wg;
+  v.push_back({"workgroup kernel", c});
+  const Context& ctx = vk_context();
+  if (!ctx.caps().subgroup_arithmetic) return v;  // the subgroup kernel needs it
+  c = {};
+  c.use_subgroup = 1;  // K/V through texel views where the device prefers them and D % 4 == 0
+  v.push_back({"subgroup kernel", c});
+  c.use_subgroup = 2;
+  v.push_back({"subgroup kernel, storage K/V", c});
+  if (H / Hkv > 1 && D * 2 <= 256) {  // GQA with several heads per workgroup by default: also one
+    c.use_subgroup = 1;
+    c.rows_per_workgroup = 1;
+    v.push_back({"subgroup kernel, 1 head per workgroup", c});
+  }
+  return v;
+}
+
 }  // namespace
 
-TEST_CASE_FIXTURE(VkTest, "tree attention equals each root-to-leaf path run alone with causal attention") {
+TEST_CASE_FIXTURE(VkTest, "tree attention equals a reference, each path run causally, and one-token decoding") {
   struct Case {
     uint32_t N, t, H, Hkv, D, wg;
+    bool deep;
+    Layout layout;
   };
-  const Case cases[] = {{1, 0, 2, 2, 8, 32},   {5, 3, 4, 2, 16, 64},  {23, 37, 8, 4, 64, 64},
-                        {37, 70, 6, 1, 23, 32}, {64, 129, 4, 4, 32, 128}, {9, 200, 8, 2, 128, 64}};
+  const Case cases[] = {
+      {1, 0, 2, 2, 8, 32, false, {}},
+      {5, 3, 4, 2, 16, 64, false, {}},
+      {23, 37, 8, 4, 64, 64, false, {}},
+      {37, 70, 6, 1, 23, 32, false, {}},
+      {64, 129, 4, 4, 32, 128, false, {}},
+      {9, 200, 8, 2, 128, 64, false, {}},
+      {40, 11, 6, 3, 32, 64, true, {5, 3, 2, 1, 3}},  // the demo model's shape, depth > subgroup
+      {7, 1, 6, 2, 23, 32, true, {1, 1, 3, 5, 1}},    // odd D, GQA group of 3
+      {3, 5, 6, 2, 256, 64, false, {}},               // the widest head the kernels take
+      {2, 0, 1, 1, 4, 32, false, {0, 4, 0, 4, 0}},
+  };
   for (const auto& c : cases) {
-    const uint32_t cap = c.t + c.N + 64, row = c.Hkv * c.D, words = (c.N + 31) / 32;
-    Tree tree = random_tree(c.N, c.N * 7 + c.t);
+    const uint32_t cap = c.t + c.N + 64, row = c.Hkv * c.D, words = (c.N + 31) / 32, HD = c.H * c.D;
+    Tree tree = random_tree(c.N, c.N * 7 + c.t, c.deep);
     auto kc = random_floats(size_t(cap) * row, c.t + 1), vc = random_floats(size_t(cap) * row, c.t + 2);
-    auto q = random_floats(size_t(c.N) * c.H * c.D, c.t + 3, -2, 2);
+    auto q = random_floats(size_t(c.N) * HD, c.t + 3, -2, 2);
     auto mask = tree.mask_bits(words);
-    Buffer qb(ctx, q.size() * 4), kb(ctx, kc.size() * 4), vb(ctx, vc.size() * 4), mb(ctx, mask.size() * 4),
-        ob(ctx, q.size() * 4);
-    qb.upload(q);
+    Buffer kb(ctx, kc.size() * 4), vb(ctx, vc.size() * 4);
     kb.upload(kc);
     vb.upload(vc);
-    mb.upload(mask);
-    KernelConfig cfg;
-    cfg.workgroup_size = c.wg;
-    Sequence seq(ctx);
-    seq.begin();
-    AttentionArgs a;
-    a.N = c.N, a.H = c.H, a.Hkv = c.Hkv, a.D = c.D, a.t = c.t;
-    a.q = Mat{&qb, 0, c.H * c.D};
-    a.o = Mat{&ob, 0, c.H * c.D};
-    a.k_cache = &kb, a.v_cache = &vb, a.mask = &mb, a.mask_words = words, a.causal = false;
-    attention(seq, a, cfg);
-    seq.run();
-    auto tree_out = ob.read<float>(q.size());
 
     // Oracle 1: double-precision reference over committed slots + ancestors.
     std::vector<float> ref;
@@ -97,38 +175,93 @@ TEST_CASE_FIXTURE(VkTest, "tree attention equals each root-to-leaf path run alon
       std::vector<uint32_t> slots;
       for (uint32_t s = 0; s < c.t; ++s) slots.push_back(s);
       for (int j : tree.path_to(int(i))) slots.push_back(c.t + uint32_t(j));
-      auto o = attend_ref(&q[size_t(i) * c.H * c.D], kc, vc, slots, c.H, c.Hkv, c.D);
+      auto o = attend_ref(&q[size_t(i) * HD], kc, vc, slots, c.H, c.Hkv, c.D);
       ref.insert(ref.end(), o.begin(), o.end());
     }
-    check_close(tree_out, ref, 2e-5f, 1e-4f, "tree attention N=" + std::to_string(c.N) + " t=" + std::to_string(c.t));
 
-    // Oracle 2: every node's path laid out as a chain at slots t.. and run causally must give
-    // the tree's output for that node bit for bit (the exactness speculative decoding relies on).
-    for (uint32_t i = 0; i < c.N; i += std::max(1u, c.N / 7)) {
-      auto path = tree.path_to(int(i));
-      auto kc2 = kc, vc2 = vc;
-      std::vector<float> q2;
-      for (size_t e = 0; e < path.size(); ++e) {
-        std::memcpy(&kc2[(c.t + e) * row], &kc[(c.t + path[e]) * row], row * 4);
-        std::memcpy(&vc2[(c.t + e) * row], &vc[(c.t + path[e]) * row], row * 4);
-        q2.insert(q2.end(), &q[size_t(path[e]) * c.H * c.D], &q[size_t(path[e] + 1) * c.H * c.D]);
+    for (const auto& v : variants(c.wg, c.H, c.Hkv, c.D)) {
+      const std::string what = std::string(v.name) + " N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) +
+                               " H=" + std::to_string(c.H) + " Hkv=" + std::to_string(c.Hkv) +
+                               " D=" + std::to_string(c.D);
+      CAPTURE(what);
+      auto tree_out = run_attention(ctx, v.cfg, c.N, c.t, c.H, c.Hkv, c.D, q, kb, vb, mask, words, c.layout);
+      // f32 accumulation over up to ~330 keys of |values| <= 1 (scores to ~|q|·sqrt(D)).
+      check_close(tree_out, ref, 2e-5f, 1e-4f, what);
+
+      // Oracles 2 and 3: lay each sampled node's path out as a chain at slots t.. (what commit
+      // does with an accepted path). Running the chain causally, and running only the node as a
+      // 1-row causal pass at t + depth (one-token decoding), must both give the tree's output
+      // for that node bit for bit — the exactness speculative decoding relies on.
+      for (uint32_t i = 0; i < c.N; i += std::max(1u, c.N / 7)) {
+        auto path = tree.path_to(int(i));
+        const uint32_t P = uint32_t(path.size());
+        auto kc2 = kc, vc2 = vc;
+        std::vector<float> q2;
+        for (uint32_t e = 0; e < P; ++e) {
+          std::memcpy(&kc2[(c.t + e) * row], &kc[(c.t + path[e]) * row], row * 4);
+          std::memcpy(&vc2[(c.t + e) * row], &vc[(c.t + path[e]) * row], row * 4);
+          q2.insert(q2.end(), &q[size_t(path[e]) * HD], &q[size_t(path[e] + 1) * HD]);
+        }
+        Buffer k2(ctx, kc2.size() * 4), v2(ctx, vc2.size() * 4);
+        k2.upload(kc2);
+        v2.upload(vc2);
+        const float* want = &tree_out[size_t(i) * HD];
+        auto chain = run_attention(ctx, v.cfg, P, c.t, c.H, c.Hkv, c.D, q2, k2, v2, {}, 0, c.layout);
+        CHECK_MESSAGE(std::memcmp(&chain[size_t(P - 1) * HD], want, HD * 4) == 0,
+                      "node " << i << " (depth " << P - 1 << ") differs from its path run causally");
+        std::vector<float> q1(q2.end() - HD, q2.end());
+        auto one = run_attention(ctx, v.cfg, 1, c.t + P - 1, c.H, c.Hkv, c.D, q1, k2, v2, {}, 0, c.layout);
+        CHECK_MESSAGE(std::memcmp(one.data(), want, HD * 4) == 0,
+                      "node " << i << " (depth " << P - 1 << ") differs from one-token decoding at t + depth");
       }
-      Buffer k2(ctx, kc2.size() * 4), v2(ctx, vc2.size() * 4), q2b(ctx, q2.size() * 4), o2(ctx, q2.size() * 4);
-      k2.upload(kc2);
-      v2.upload(vc2);
-      q2b.upload(q2);
-      AttentionArgs b = a;
-      b.N = uint32_t(path.size());
-      b.q = Mat{&q2b, 0, c.H * c.D};
-      b.o = Mat{&o2, 0, c.H * c.D};
-      b.k_cache = &k2, b.v_cache = &v2, b.mask = nullptr, b.causal = true;
-      seq.begin();
-      attention(seq, b, cfg);
-      seq.run();
-      auto chain = o2.read<float>(q2.size());
-      const float* last = &chain[(path.size() - 1) * c.H * c.D];
-      CHECK_MESSAGE(std::memcmp(last, &tree_out[size_t(i) * c.H * c.D], size_t(c.H) * c.D * 4) == 0,
-                    "node " << i << " (depth " << path.size() - 1 << ") differs from its path run causally");
     }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "subgroup attention at every subgroup size the device can pin") {
+  // The chunk width is the subgroup size S; exactness and accuracy must hold for each S. Without
+  // subgroup size control only the default size runs (covered above).
+  const auto& caps = ctx.caps();
+  if (!caps.subgroup_arithmetic || !caps.subgroup_size_control) return;
+  const uint32_t N = 11, t = 45, H = 6, Hkv = 3, D = 32, row = Hkv * D, HD = H * D, cap = t + N + 8;
+  Tree tree = random_tree(N, 99, true);
+  auto kc = random_floats(size_t(cap) * row, 11), vc = random_floats(size_t(cap) * row, 12);
+  auto q = random_floats(size_t(N) * HD, 13, -2, 2);
+  auto mask = tree.mask_bits(1);
+  Buffer kb(ctx, kc.size() * 4), vb(ctx, vc.size() * 4);
+  kb.upload(kc);
+  vb.upload(vc);
+  std::vector<float> ref;
+  for (uint32_t i = 0; i < N; ++i) {
+    std::vector<uint32_t> slots;
+    for (uint32_t s = 0; s < t; ++s) slots.push_back(s);
+    for (int j : tree.path_to(int(i))) slots.push_back(t + uint32_t(j));
+    auto o = attend_ref(&q[size_t(i) * HD], kc, vc, slots, H, Hkv, D);
+    ref.insert(ref.end(), o.begin(), o.end());
+  }
+  for (uint32_t S = caps.min_subgroup_size; S <= caps.max_subgroup_size; S *= 2) {
+    if (S > caps.max_workgroup_invocations) break;
+    KernelConfig cfg;
+    cfg.use_subgroup = 1;
+    cfg.required_subgroup_size = S;
+    const std::string what = "subgroup kernel S=" + std::to_string(S);
+    auto out = run_attention(ctx, cfg, N, t, H, Hkv, D, q, kb, vb, mask, 1, {});
+    check_close(out, ref, 2e-5f, 1e-4f, what);
+    // The deepest node against one-token decoding of its path.
+    const uint32_t i = N - 1;
+    auto path = tree.path_to(int(i));
+    const uint32_t P = uint32_t(path.size());
+    auto kc2 = kc, vc2 = vc;
+    for (uint32_t e = 0; e < P; ++e) {
+      std::memcpy(&kc2[(t + e) * row], &kc[(t + path[e]) * row], row * 4);
+      std::memcpy(&vc2[(t + e) * row], &vc[(t + path[e]) * row], row * 4);
+    }
+    Buffer k2(ctx, kc2.size() * 4), v2(ctx, vc2.size() * 4);
+    k2.upload(kc2);
+    v2.upload(vc2);
+    std::vector<float> q1(&q[size_t(i) * HD], &q[size_t(i + 1) * HD]);
+    auto one = run_attention(ctx, cfg, 1, t + P - 1, H, Hkv, D, q1, k2, v2, {}, 0, {});
+    CHECK_MESSAGE(std::memcmp(one.data(), &out[size_t(i) * HD], HD * 4) == 0,
+                  what << ": node " << i << " differs from one-token decoding");
   }
 }

@@ -101,6 +101,14 @@ void topk(Sequence& seq, Mat logits, uint32_t T, uint32_t V, uint32_t k, const B
 // Tree-masked attention (shaders/attention.comp). q(N, H, D) rows attend to cache slots [0, t)
 // and to the cache rows t + j of their tree ancestors j (mask bit j of row i, self included), or
 // with `causal` to rows t..t+i (a chain: prompt prefill or one token). Caches are (cap, Hkv, D).
+// Two kernels, both exact in the sense of DESIGN.md §1 (a row's output depends only on its keys
+// and their positions): attention.comp, one workgroup per (row, head) (GPUs), and
+// attention_sg.comp, one subgroup per (row, GQA head group) with no barriers (CPU rasterizers).
+// KernelConfig knobs, -1 / 0 = from DeviceCaps: use_subgroup 0 workgroup kernel, 1 subgroup
+// kernel, 2 subgroup kernel with K/V forced through storage buffers (instead of texel views);
+// workgroup_size (workgroup kernel); required_subgroup_size and rows_per_workgroup = query heads
+// per workgroup, a divisor of H / Hkv (subgroup kernel). Choose them per device and model, never
+// per call: a tree pass reproduces one-token decoding only when both use the same kernel.
 struct AttentionArgs {
   uint32_t N = 0, H = 0, Hkv = 0, D = 0;
   uint32_t t = 0;  // committed length

@@ -1,4 +1,9 @@
-// Host side of shaders/attention.comp.
+// Host side of the tree-masked attention kernels:
+//   attention.comp     — portable: one workgroup per (row, head), workgroup reductions (GPUs);
+//   attention_sg.comp  — one subgroup per (row, GQA head group), no barriers (CPU rasterizers).
+// Both visit keys in logical-position order with a reduction order fixed by the positions, and
+// the choice depends only on the device and the model's shape (never on N), so a tree pass
+// reproduces one-token decoding bit for bit on a given device.
 #include <cassert>
 #include <cmath>
 
@@ -9,6 +14,7 @@ namespace vkspec {
 using namespace ops;
 
 namespace {
+// Mirrors attention.comp's constants, in constant_id order.
 struct AttentionSpec {
   uint32_t wg;         // 0
   uint32_t dmax;       // 1
@@ -16,25 +22,80 @@ struct AttentionSpec {
 };
 static_assert(sizeof(AttentionSpec) == 12);
 
+// Mirrors attention_sg.comp's constants.
+struct AttentionSgSpec {
+  uint32_t s;    // 0: workgroup size == subgroup size
+  uint32_t d;    // 1: D
+  uint32_t hpw;  // 2: query heads per workgroup
+};
+static_assert(sizeof(AttentionSgSpec) == 12);
+
+// Both shaders' push constants.
 struct AttentionPush {
   uint32_t N, H, Hkv, D, t, q_offset, q_stride, o_offset, o_stride, mask_offset, mask_words, causal;
   float scale;
 };
 static_assert(sizeof(AttentionPush) == 52);
+
+// Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
+// the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
+// A function of the model's shape only — never of N — so every pass uses the same pipeline.
+uint32_t heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
+  const uint32_t G = H / Hkv;
+  uint32_t best = 1;
+  for (uint32_t h = 1; h <= G; ++h)
+    if (G % h == 0 && h * D <= 256) best = h;
+  return best;
+}
 }  // namespace
 
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   Context& ctx = seq.context();
+  const DeviceCaps& caps = ctx.caps();
   assert(a.H % a.Hkv == 0 && a.D <= kAttentionMaxHeadDim);
-  AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
-  auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(5, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
-                                 sizeof(AttentionPush), spec, cfg.required_subgroup_size);
-  const Pipeline& p = ctx.pipelines().get(desc);
   AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
                      a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D))};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
-  seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out()}, push, a.N, a.H, 1, "attention");
+
+  // Kernel choice, from the device only. Barriers and shared memory are what cost on CPU
+  // rasterizers — the reason derive_quirks sets matmul_rows_per_invocation (matmul_sg.comp) —
+  // and attention's reductions pay the same price, so that flag picks the subgroup kernel, where
+  // the workgroup can be pinned to exactly one subgroup.
+  int variant = cfg.use_subgroup;
+  if (variant < 0)
+    variant = caps.quirks.matmul_rows_per_invocation && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
+  if (variant == 0) {
+    AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
+    auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(5, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
+                                   sizeof(AttentionPush), spec, cfg.required_subgroup_size);
+    const Pipeline& p = ctx.pipelines().get(desc);
+    seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out()}, push, a.N, a.H, 1, "attention");
+    return;
+  }
+
+  if (!caps.subgroup_arithmetic)
+    throw Error("attention: the subgroup kernel needs subgroup arithmetic, which device '" + caps.name + "' lacks");
+  // The workgroup must be exactly one subgroup: pinned where the device can; otherwise the
+  // default compute subgroup size is what a workgroup of that size gets.
+  const uint32_t S = cfg.required_subgroup_size ? cfg.required_subgroup_size : caps.subgroup_size;
+  AttentionSgSpec spec{S, a.D, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D)};
+  assert((a.H / a.Hkv) % spec.hpw == 0);
+  // K/V through texel views where those are the fast path (the weights' reason, see the quirk),
+  // rows start on a 16-byte texel (D % 4 == 0) and each cache fits one view. A function of the
+  // model and the device, so it never changes between passes.
+  const uint64_t max_view = caps.max_texel_buffer_elements * 16;
+  const bool texel = variant == 1 && caps.quirks.weights_via_texel_buffer && a.D % 4 == 0 &&
+                     a.k_cache->size() <= max_view && a.v_cache->size() <= max_view;
+  const VkDescriptorType kv = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  auto desc = make_pipeline_desc(texel ? "attention_sg_texel" : "attention_sg",
+                                 {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER},
+                                 sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
+  desc.full_subgroups = caps.compute_full_subgroups;
+  const Pipeline& p = ctx.pipelines().get(desc);
+  seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out()}, push, a.N, a.H / spec.hpw, 1,
+               "attention");
 }
 
 }  // namespace vkspec

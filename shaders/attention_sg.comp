@@ -1,0 +1,169 @@
+#version 450
+// Tree-masked attention for CPU-like devices: one subgroup per workgroup, no shared memory, no
+// barrier (same contract as attention.comp; DESIGN.md §2). q(N, H, D) → o(N, H, D); K/V caches
+// (cap, Hkv, D); the keys of row i are the committed slots [0, t) and the row's tree ancestors
+// (mask bits, self included) at slots t + j, or with `causal` the chain rows t..t+i.
+//
+// Why this shape: on a CPU rasterizer a workgroup runs on one thread as SIMD lanes of the
+// subgroup, so every barrier is a fiber switch per subgroup and a shared-memory reduction a
+// serial walk. Here lane l owns the keys at logical positions l, l + S, l + 2S, ... and runs
+// its own online softmax over them (running max, sum, and p-weighted V sum in registers: D is
+// a specialization constant, so the loops unroll); the chunk loop has no cross-lane operation
+// at all. The lanes are combined once at the end with subgroupMax / subgroupAdd. The HPW heads
+// that share a KV head (a GQA group) run in one workgroup, so each K/V row is loaded once.
+//
+// Exactness (speculative decoding relies on it): position p always lands on lane p % S, each
+// lane visits its keys in position order with the same op sequence, and the final fold is one
+// fixed subgroup reduction. So a row's result depends only on its keys and their positions —
+// never on N, on the other rows of the pass, or on tree vs chain. The host keeps S and HPW fixed
+// for a model (never derived from N), so one-token decoding and a tree pass use the same
+// pipeline. Requires gl_NumSubgroups == 1 (host: workgroup size == subgroup size, pinned with
+// required subgroup size when the device can).
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+
+layout(local_size_x_id = 0) in;             // S: the subgroup size
+layout(constant_id = 1) const uint D = 32;  // head width (exact: loops unroll, accumulators stay in registers)
+layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divisor of H / Hkv
+const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
+
+layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
+#ifdef KV_TEXEL
+// K/V through RGBA32UI texel views (D % 4 == 0, so rows start on a texel): on CPU rasterizers a
+// texel fetch is one 16-byte gather per lane, a storage load a bounds-checked per-component loop.
+layout(set = 0, binding = 1) uniform usamplerBuffer k_tex;
+layout(set = 0, binding = 2) uniform usamplerBuffer v_tex;
+vec4 load_k(uint e, uint c) { return uintBitsToFloat(texelFetch(k_tex, int(e / 4 + c))); }
+vec4 load_v(uint e, uint c) { return uintBitsToFloat(texelFetch(v_tex, int(e / 4 + c))); }
+#else
+layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
+// Any D: component 4c + x of the row beginning at float e, zero past D (a compile-time test
+// once D is specialized, so full vec4s cost nothing extra).
+vec4 load_k(uint e, uint c) {
+  vec4 r = vec4(0.0);
+  for (uint x = 0; x < 4; ++x)
+    if (4 * c + x < D) r[x] = kc[e + 4 * c + x];
+  return r;
+}
+vec4 load_v(uint e, uint c) {
+  vec4 r = vec4(0.0);
+  for (uint x = 0; x < 4; ++x)
+    if (4 * c + x < D) r[x] = vc[e + 4 * c + x];
+  return r;
+}
+#endif
+layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
+layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
+layout(push_constant) uniform Push {
+  uint N, H, Hkv, Dp;  // Dp == D (the portable kernel reads it from here)
+  uint t;              // committed cache length
+  uint q_offset, q_stride, o_offset, o_stride;
+  uint mask_offset;  // first u32 of the mask
+  uint mask_words;   // u32 words per mask row
+  uint causal;       // 1: rows are a chain (row i's keys at t.. are slots t..t+i); mask unused
+  float scale;       // 1/sqrt(D)
+} pc;
+
+// Cache slot of the row's tree key at depth e: its e-th set mask bit (parents come first, so
+// bit order is depth order). Lanes differ in e; the loop is short (depth <= 64).
+uint tree_slot(uint row, uint e) {
+  const uint m0 = pc.mask_offset + row * pc.mask_words;
+  for (uint w = 0; w < pc.mask_words; ++w) {
+    uint bits = mask[m0 + w];
+    const uint c = uint(bitCount(bits));
+    if (e < c) {
+      for (uint k = 0; k < e; ++k) bits &= bits - 1u;
+      return pc.t + w * 32 + uint(findLSB(bits));
+    }
+    e -= c;
+  }
+  return 0;  // not reached for e < popcount of the row
+}
+
+void main() {
+  // One subgroup per workgroup: the local index is the subgroup lane.
+  const uint i = gl_WorkGroupID.x, lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
+  const uint h0 = gl_WorkGroupID.y * HPW;
+  const uint hk = h0 / (pc.H / pc.Hkv);
+  const uint kv0 = hk * D, row_stride = pc.Hkv * D;
+
+  uint n_tree = i + 1;
+  if (pc.causal == 0) {
+    n_tree = 0;
+    for (uint w = 0; w < pc.mask_words; ++w) n_tree += uint(bitCount(mask[pc.mask_offset + i * pc.mask_words + w]));
+  }
+  const uint n_keys = pc.t + n_tree;
+
+  // q rows in registers, pre-scaled so a score is one dot product.
+  vec4 qv[HPW * DV];
+  for (uint g = 0; g < HPW; ++g) {
+    const uint qb = pc.q_offset + i * pc.q_stride + (h0 + g) * D;
+    for (uint c = 0; c < DV; ++c) {
+      vec4 r = vec4(0.0);
+      for (uint x = 0; x < 4; ++x)
+        if (4 * c + x < D) r[x] = q[qb + 4 * c + x];
+      qv[g * DV + c] = r * pc.scale;
+    }
+  }
+
+  // Every lane runs its own online softmax over the keys it owns (positions = lane mod S):
+  // running max m, sum l and p-weighted V sum acc. The lanes are combined once at the end, so
+  // the chunk loop has no cross-lane operation at all.
+  float m[HPW], l[HPW];
+  vec4 acc[HPW * DV];
+  for (uint g = 0; g < HPW; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
+  }
+
+  for (uint base = 0; base < n_keys; base += S) {
+    const uint pos = base + lane;
+    const bool valid = pos < n_keys;
+    // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.
+    // The uniform test keeps the mask walk out of every chunk but the last one or two.
+    uint slot = pos;
+    if (pc.causal == 0 && base + S > pc.t) {
+      if (valid && pos >= pc.t) slot = tree_slot(i, pos - pc.t);
+    }
+    if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
+    const uint e = slot * row_stride + kv0;
+
+    float s[HPW];
+    for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
+    for (uint c = 0; c < DV; ++c) {
+      const vec4 k = load_k(e, c);
+      for (uint g = 0; g < HPW; ++g) s[g] += dot(qv[g * DV + c], k);
+    }
+    float p[HPW];
+    for (uint g = 0; g < HPW; ++g) {
+      const float m_new = valid ? max(m[g], s[g]) : m[g];
+      const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
+      p[g] = valid ? exp(s[g] - m_new) : 0.0;
+      l[g] = l[g] * corr + p[g];
+      m[g] = m_new;
+      for (uint c = 0; c < DV; ++c) acc[g * DV + c] *= corr;
+    }
+    for (uint c = 0; c < DV; ++c) {
+      const vec4 v = load_v(e, c);
+      for (uint g = 0; g < HPW; ++g) acc[g * DV + c] += p[g] * v;
+    }
+  }
+
+  // Combine the lanes: rescale each to the common max (a lane that owned no key has m = -inf,
+  // weight 0), then one fixed subgroupAdd per value. Lane x % S writes value x of each head.
+  for (uint g = 0; g < HPW; ++g) {
+    const float mx = subgroupMax(m[g]);
+    const float w = exp(m[g] - mx);
+    const float inv = 1.0 / subgroupAdd(l[g] * w);
+    const uint ob = pc.o_offset + i * pc.o_stride + (h0 + g) * D;
+    for (uint c = 0; c < DV; ++c) {
+      const vec4 r = subgroupAdd(acc[g * DV + c] * w) * inv;
+      for (uint x = 0; x < 4; ++x) {
+        const uint d = 4 * c + x;
+        if (d < D && d % S == lane) o[ob + d] = r[x];
+      }
+    }
+  }
+}
