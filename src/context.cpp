@@ -67,7 +67,7 @@ void derive_quirks(DeviceCaps& c) {
   // fixed cost per dispatch; both facts follow from being a CPU rasterizer, not from a vendor.
   c.quirks.weights_via_texel_buffer = c.is_cpu();
   c.quirks.expensive_dispatch = c.is_cpu();
-  c.quirks.matmul_rows_per_invocation = c.is_cpu();
+  c.quirks.single_subgroup_kernels = c.is_cpu();
 }
 
 DeviceCaps query_caps(VkPhysicalDevice pd, int family) {

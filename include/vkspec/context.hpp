@@ -65,9 +65,9 @@ struct DeviceCaps {
     // invocation pay off more than occupancy.
     bool expensive_dispatch = false;
     // Barriers and shared memory are costly on CPU rasterizers (invocations are fibers over
-    // SIMD lanes): the matmul there uses one subgroup per workgroup (subgroupAdd, no barrier)
-    // and reads x through a texel view as well (matmul_sg.comp).
-    bool matmul_rows_per_invocation = false;
+    // SIMD lanes): matmul and attention there use one subgroup per workgroup (subgroup
+    // reductions, no barrier; matmul_sg.comp, attention_sg.comp).
+    bool single_subgroup_kernels = false;
   } quirks;
 
   bool is_cpu() const { return type == VK_PHYSICAL_DEVICE_TYPE_CPU; }

@@ -58,13 +58,12 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
                      a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D))};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
-  // Kernel choice, from the device only. Barriers and shared memory are what cost on CPU
-  // rasterizers — the reason derive_quirks sets matmul_rows_per_invocation (matmul_sg.comp) —
-  // and attention's reductions pay the same price, so that flag picks the subgroup kernel, where
-  // the workgroup can be pinned to exactly one subgroup.
+  // Kernel choice, from the device only: where barriers and shared memory are what costs
+  // (DeviceCaps::Quirks::single_subgroup_kernels), the subgroup kernel, whose workgroup is pinned
+  // to exactly one subgroup.
   int variant = cfg.use_subgroup;
   if (variant < 0)
-    variant = caps.quirks.matmul_rows_per_invocation && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
+    variant = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
   if (variant == 0) {
     AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
     auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(5, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),

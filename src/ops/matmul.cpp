@@ -140,7 +140,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
   // Variant: 0 split-K across a workgroup (GPUs), 1 whole rows per invocation, 2 split-K within
   // one subgroup. CPU rasterizers get 2 (1 without subgroup arithmetic): see the quirk.
   int v = cfg.matmul_rows;
-  if (v < 0) v = ctx.caps().quirks.matmul_rows_per_invocation ? (ctx.caps().subgroup_arithmetic ? 2 : 1) : 0;
+  if (v < 0) v = ctx.caps().quirks.single_subgroup_kernels ? (ctx.caps().subgroup_arithmetic ? 2 : 1) : 0;
   if (v == 2) {
     // One subgroup per workgroup (matmul_sg.comp): the workgroup size is pinned to the subgroup.
     const uint32_t S = cfg.required_subgroup_size ? cfg.required_subgroup_size : ctx.caps().subgroup_size;
