@@ -16,6 +16,10 @@ Files are processed in sorted order of relpath; documents are joined with "\n\n"
 
 Outputs (tools/train/work/): train.bin, heldout.bin (raw bytes = token ids),
 manifest.json (packages, versions, globs, file lists with split and sizes).
+Per-domain streams, built from the same cleaned files with the same joining rule (so
+train.bin / heldout.bin are unchanged by them): train_<domain>.bin and
+heldout_<domain>.bin for domain "linux" (linux-doc-6.1) and "python" (python3.11-doc).
+train_heads.py uses them for HEAD_DATA=linux|python.
 """
 import gzip, hashlib, json, os, re, subprocess, sys
 from pathlib import Path
@@ -27,6 +31,11 @@ SOURCES = [
     ("linux-doc-6.1", "/usr/share/doc/linux-doc-6.1/Documentation", ["*.rst.gz", "*.txt.gz"]),
     ("python3.11-doc", "/usr/share/doc/python3.11/html/_sources", ["*.rst.txt"]),
 ]
+DOMAINS = {"linux": "linux-doc-6.1", "python": "python3.11-doc"}  # domain -> package
+
+
+def join(docs):
+    return b"\n\n".join(docs) + b"\n"
 
 
 def pkg_version(pkg):
@@ -56,6 +65,8 @@ def main():
                     files.append((pkg + "/" + str(p.relative_to(r)), p))
     files.sort(key=lambda x: x[0])
     train, held = [], []
+    dom = {d: {"train": [], "heldout": []} for d in DOMAINS}
+    pkg_dom = {p: d for d, p in DOMAINS.items()}
     listing = []
     for rel, p in files:
         raw = p.read_bytes()
@@ -67,17 +78,27 @@ def main():
         h = int(hashlib.sha256(rel.encode()).hexdigest()[:16], 16)
         split = "heldout" if h % 20 == 0 else "train"
         (held if split == "heldout" else train).append(txt)
+        dom[pkg_dom[rel.split("/", 1)[0]]][split].append(txt)
         listing.append([rel, split, len(txt)])
-    tr = b"\n\n".join(train) + b"\n"
-    he = b"\n\n".join(held) + b"\n"
+    tr = join(train)
+    he = join(held)
     (WORK / "train.bin").write_bytes(tr)
     (WORK / "heldout.bin").write_bytes(he)
+    domains = {}
+    for d, parts in dom.items():
+        domains[d] = {"package": DOMAINS[d]}
+        for split, docs in parts.items():
+            b = join(docs)
+            (WORK / f"{split}_{d}.bin").write_bytes(b)
+            domains[d].update({f"{split}_files": len(docs), f"{split}_bytes": len(b),
+                               f"{split}_sha256": hashlib.sha256(b).hexdigest()})
     man = {"packages": pkgs, "split_rule": "sha256(relpath) first 16 hex digits as int % 20 == 0 -> heldout",
            "train_bytes": len(tr), "heldout_bytes": len(he),
            "train_sha256": hashlib.sha256(tr).hexdigest(),
            "heldout_sha256": hashlib.sha256(he).hexdigest(),
            "n_files": len(listing),
            "n_heldout_files": sum(1 for l in listing if l[1] == "heldout"),
+           "domains": domains,
            "files": listing}
     (WORK / "manifest.json").write_text(json.dumps(man, indent=1))
     print(json.dumps({k: v for k, v in man.items() if k != "files"}, indent=1))

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Export work/head{1,2}.pt to models/head{1,2}/{model.safetensors,config.json}.
 
+Usage: /usr/bin/python3 export_heads.py [OUT_DIR]   (default ../../models; writes
+OUT_DIR/head1 and OUT_DIR/head2)
+
 safetensors written by hand: u64-LE header length | JSON header (sorted keys, padded
 with spaces to a multiple of 8) | raw little-endian F16 data.
 Tensor layout: torch (out, in); q/k rows in Hugging Face order (the heads were trained
@@ -12,6 +15,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "..", "models")
+WORK = os.environ.get("TRAIN_WORK", os.path.join(HERE, "work"))
 
 NAMES = {
     "fc.weight": "fc.weight",
@@ -57,11 +61,11 @@ def read_safetensors(path):
     return out
 
 
-def export(k):
-    s = torch.load(os.path.join(HERE, "work", f"head{k}.pt"))
+def export(k, out_dir=MODELS):
+    s = torch.load(os.path.join(WORK, f"head{k}.pt"))
     cfg, sd = s["cfg"], s["model"]
     assert set(sd) == set(NAMES), set(sd) ^ set(NAMES)
-    d = os.path.join(MODELS, f"head{k}")
+    d = os.path.join(out_dir, f"head{k}")
     os.makedirs(d, exist_ok=True)
     write_safetensors(os.path.join(d, "model.safetensors"),
                       {NAMES[n]: t.float().numpy() for n, t in sd.items()}, {"format": "pt"})
@@ -93,5 +97,6 @@ def export(k):
 
 
 if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else MODELS
     for k in (1, 2):
-        export(k)
+        export(k, out)

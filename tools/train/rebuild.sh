@@ -4,6 +4,9 @@
 # on the same torch (Debian python3-torch 1.13) / OpenBLAS build and CPU class.
 # Intermediate files go to tools/train/work/ (gitignored). Set RESUME=1 to keep the
 # checkpoints of an interrupted run (training resumes exactly where it stopped).
+# VERIFIER_FROM_GGUF=1 skips the verifier training: work/verifier.pt is rebuilt from the
+# shipped models/verifier.gguf instead (exact for the heads, which train against the f16
+# weights; export_gguf.py then writes the same verifier.gguf back byte for byte).
 set -eu
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
@@ -14,11 +17,16 @@ if [ "$(id -u)" = 0 ]; then
 fi
 mkdir -p work
 [ "${RESUME:-0}" = 1 ] || rm -f work/*_ckpt.pt work/*.pt work/*_log.txt
-$PY corpus.py                 # -> work/train.bin, work/heldout.bin, work/manifest.json
-$PY train_verifier.py         # -> work/verifier.pt   (~55 min on one core)
-$PY train_heads.py 1          # -> work/head1.pt
-$PY train_heads.py 2          # -> work/head2.pt (boosted on head-1 misses)
-$PY train_heads.py eval       # -> work/heads_eval.json
+$PY corpus.py                 # -> work/{train,heldout}.bin, work/{train,heldout}_{linux,python}.bin,
+                              #    work/manifest.json
+if [ "${VERIFIER_FROM_GGUF:-0}" = 1 ]; then
+  $PY gguf_to_pt.py           # -> work/verifier.pt from ../../models/verifier.gguf
+else
+  $PY train_verifier.py       # -> work/verifier.pt   (~55 min on one core)
+fi
+HEAD_DATA=linux $PY train_heads.py 1   # -> work/head1.pt: linux-doc-6.1 specialist
+HEAD_DATA=python $PY train_heads.py 2  # -> work/head2.pt: python3.11-doc specialist (boosted on head-1 misses)
+$PY train_heads.py eval       # -> work/heads_eval.json (held-out: both domains, and each one)
 $PY export_gguf.py            # -> ../../models/verifier.gguf
 $PY check_gguf.py             # numpy GGUF forward == torch forward
 $PY export_heads.py           # -> ../../models/head{1,2}/

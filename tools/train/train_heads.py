@@ -17,7 +17,15 @@ Head 1: uniform weights, data stream seed 101.
 Head 2: different data stream (seed 202), different init seed, and positions where
         head 1's top-1 differs from the verifier's top-1 are up-weighted by BOOST.
 
-Usage: OMP_NUM_THREADS=1 /usr/bin/python3 train_heads.py {1|2|eval}
+Training data: env HEAD_DATA selects the stream a head is trained on:
+  all    (default) work/train.bin, both packages;
+  linux  work/train_linux.bin  (linux-doc-6.1 part of train.bin, written by corpus.py);
+  python work/train_python.bin (python3.11-doc part).
+The held-out evaluation always uses work/heldout.bin (both domains), and also reports
+agreement per domain on work/heldout_{linux,python}.bin when they exist.
+
+Usage: OMP_NUM_THREADS=1 [HEAD_DATA=all|linux|python] /usr/bin/python3 train_heads.py {1|2}
+       OMP_NUM_THREADS=1 /usr/bin/python3 train_heads.py eval
 Outputs: work/head{1,2}.pt (+ resumable work/head{N}_ckpt.pt), work/heads_eval.json
 """
 import json, math, os, sys, time
@@ -34,6 +42,8 @@ WORK = os.environ.get("TRAIN_WORK", os.path.join(HERE, "work"))
 HP = dict(steps=int(os.environ.get("HEAD_STEPS", 900)), batch=8, seq=256, lr=2e-3, min_lr=1e-4,
           warmup=50, wd=0.0, VW=0.5, UW=0.5, BOOST=3.0, ckpt_every=100, eval_windows=64,
           seeds={1: 101, 2: 202})
+DATA_FILES = {"all": "train.bin", "linux": "train_linux.bin", "python": "train_python.bin"}
+DOMAINS = ("linux", "python")
 
 
 def load_verifier():
@@ -84,8 +94,12 @@ def losses(h, lg, f, vlogits, w):
 
 
 def train(n):
+    data = os.environ.get("HEAD_DATA", "all")
+    if data not in DATA_FILES:
+        sys.exit(f"HEAD_DATA must be one of {sorted(DATA_FILES)}, not {data!r}")
     v, vcfg = load_verifier()
-    train_data = np.memmap(os.path.join(WORK, "train.bin"), dtype=np.uint8, mode="r")
+    train_data = np.memmap(os.path.join(WORK, DATA_FILES[data]), dtype=np.uint8, mode="r")
+    print(f"head{n}: data {data} ({DATA_FILES[data]}, {len(train_data)} bytes)", flush=True)
     seed = HP["seeds"][n]
     torch.manual_seed(seed)
     head = EagleHead(head_cfg(vcfg))
@@ -100,6 +114,8 @@ def train(n):
     step, elapsed = 0, 0.0
     if os.path.exists(ck):
         s = torch.load(ck)
+        if s.get("data", "all") != data:
+            sys.exit(f"{ck} was trained on HEAD_DATA={s.get('data', 'all')}, not {data}: remove it")
         head.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
         step, elapsed = s["step"], s["elapsed"]
         print(f"resumed head{n} at step {step}", flush=True)
@@ -134,28 +150,21 @@ def train(n):
             print(msg, flush=True); logf.write(msg + "\n"); logf.flush()
         if step % HP["ckpt_every"] == 0 or step == HP["steps"]:
             torch.save({"model": head.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": elapsed + time.time() - t0}, ck + ".tmp")
+                        "elapsed": elapsed + time.time() - t0, "data": data}, ck + ".tmp")
             os.replace(ck + ".tmp", ck)
     torch.save({"cfg": head_cfg(vcfg), "model": head.state_dict(), "steps": step, "hp": HP,
-                "train_seconds": elapsed + time.time() - t0}, os.path.join(WORK, f"head{n}.pt"))
+                "data": data, "train_seconds": elapsed + time.time() - t0},
+               os.path.join(WORK, f"head{n}.pt"))
     print(f"head{n} done", flush=True)
 
 
 @torch.no_grad()
-def evaluate():
-    """Held-out top-1 agreement of each head with the verifier (depth 1 = true features;
-    depth 2 = feature replaced by the head's own previous output), plus complementarity."""
-    v, vcfg = load_verifier()
-    held = np.fromfile(os.path.join(WORK, "heldout.bin"), dtype=np.uint8)
+def agreement(v, heads, path):
+    """Top-1 agreement of each head with the verifier on evenly spaced windows of `path`."""
+    held = np.fromfile(path, dtype=np.uint8)
     T, n = HP["seq"], HP["eval_windows"] * 4
     stride = (len(held) - T) // n
     xs = torch.from_numpy(np.stack([held[i * stride:i * stride + T] for i in range(n)]).astype(np.int64))
-    heads = {}
-    for k in (1, 2):
-        h = EagleHead(head_cfg(vcfg))
-        h.load_state_dict(torch.load(os.path.join(WORK, f"head{k}.pt"))["model"])
-        h.eval()
-        heads[k] = h
     right = {1: [], 2: []}
     right2 = {1: [], 2: []}
     for i in range(0, n, 16):
@@ -182,9 +191,29 @@ def evaluate():
            "head2_right_when_head1_wrong": (r[2] & ~r[1]).sum().item() / max(1, (~r[1]).sum().item()),
            "head1_right_when_head2_wrong": (r[1] & ~r[2]).sum().item() / max(1, (~r[2]).sum().item()),
            "either_right": (r[1] | r[2]).float().mean().item()}
+    return res
+
+
+@torch.no_grad()
+def evaluate():
+    """Held-out top-1 agreement of each head with the verifier (depth 1 = true features;
+    depth 2 = feature replaced by the head's own previous output), plus complementarity."""
+    v, vcfg = load_verifier()
+    heads = {}
+    for k in (1, 2):
+        h = EagleHead(head_cfg(vcfg))
+        h.load_state_dict(torch.load(os.path.join(WORK, f"head{k}.pt"))["model"])
+        h.eval()
+        heads[k] = h
+    res = agreement(v, heads, os.path.join(WORK, "heldout.bin"))
+    for d in DOMAINS:
+        p = os.path.join(WORK, f"heldout_{d}.bin")
+        if os.path.exists(p):
+            res[f"heldout_{d}"] = agreement(v, heads, p)
     for k in (1, 2):
         s = torch.load(os.path.join(WORK, f"head{k}.pt"))
         res[f"head{k}_steps"] = s["steps"]
+        res[f"head{k}_data"] = s.get("data", "all")
         res[f"head{k}_train_seconds"] = round(s["train_seconds"], 1)
     print(json.dumps(res, indent=1))
     with open(os.path.join(WORK, "heads_eval.json"), "w") as fo:
