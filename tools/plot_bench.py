@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Plot `vkspec bench --json` output: tau vs budget and tokens/s vs budget, one line per strategy.
+"""Plot `vkspec bench --json` output, one line per strategy: tau vs budget per head, and tau and
+tokens/s vs nodes verified per step (DESIGN.md §9: merge with B/2 per head verifies as many nodes
+as a single head with B, so strategies are compared at equal verify cost on that axis).
 
 Usage: /usr/bin/python3 tools/plot_bench.py bench.json out.png
 (Debian's python3-matplotlib; `ar` has no budget and is drawn as a horizontal reference line.)
@@ -18,21 +20,24 @@ def main():
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         data = json.load(f)
-    rows = data["results"]
+    rows = [r for r in data["results"] if "error" not in r]  # configurations that could not run
     strategies = []
     for r in rows:
         if r["strategy"] not in strategies:
             strategies.append(r["strategy"])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, key, label in ((axes[0], "tau", "tau (tokens per verifier pass)"), (axes[1], "tokens_per_s", "tokens/s")):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    panels = ((axes[0], "budget", "draft budget per head (B)", "tau", "tau (tokens per verifier pass)"),
+              (axes[1], "nodes_per_step", "nodes verified per step", "tau", "tau (tokens per verifier pass)"),
+              (axes[2], "nodes_per_step", "nodes verified per step", "tokens_per_s", "tokens/s"))
+    for ax, xkey, xlabel, key, label in panels:
         for s in strategies:
-            pts = sorted((r["budget"], r[key]) for r in rows if r["strategy"] == s)
+            pts = sorted((r[xkey], r[key]) for r in rows if r["strategy"] == s)
             if s == "ar":
                 ax.axhline(pts[0][1], color="black", linestyle="--", linewidth=1, label="ar")
                 continue
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("draft budget per head (B)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8)
