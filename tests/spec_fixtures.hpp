@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@
 
 #include "gguf_test_util.hpp"
 #include "vkspec/dtype.hpp"
+#include "vkspec/eagle_head.hpp"
 #include "vkspec/gguf_writer.hpp"
+#include "vkspec/model.hpp"
 
 namespace vkspec::test {
 
@@ -129,5 +132,39 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
                         {"max_position_embeddings", 512}};
   std::ofstream(dir + "/config.json") << cfg.dump(2);
 }
+
+// A verifier and two heads written to temp files and loaded on `ctx`: what every end-to-end
+// speculative test starts from.
+struct RigOptions {
+  uint32_t seed = 42;  // verifier weights
+  float mix = 1.0f;    // see write_verifier: small = next token follows the current one
+  int V = 96, C = 64, L = 2;
+  uint32_t seed1 = 101, seed2 = 202;  // head weights
+  int mode1 = 2, mode2 = 2;           // see write_head: 0 random, 2 oracle
+  float noise1 = 0, noise2 = 0;
+  uint32_t context = 256, rows = 64;  // KV capacity and rows per pass, verifier and heads
+};
+
+struct SpecRig {
+  TempFile gguf;
+  TempDir h1, h2;
+  LlamaConfig cfg;
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleHead> head1, head2;
+  SpecRig(Context& ctx, const std::string& name, const RigOptions& o)
+      : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
+    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L);
+    write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1);
+    write_head(h2.path, cfg, gguf.path, o.seed2, o.mode2, o.noise2);
+    file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
+    ModelOptions mo;
+    mo.context = o.context;
+    mo.max_rows = o.rows;
+    model = std::make_unique<LlamaModel>(ctx, *file, mo);
+    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, o.context, o.rows);
+    head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, o.context, o.rows);
+  }
+};
 
 }  // namespace vkspec::test

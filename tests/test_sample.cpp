@@ -405,26 +405,11 @@ namespace {
 
 // A tiny-vocabulary verifier (V = 12) with two oracle-like heads: distributions wide enough at
 // temperature 0.8 for a chi-square test on few runs, drafts good enough to accept paths.
-struct TinyRig {
-  TempFile gguf;
-  TempDir h1, h2;
-  LlamaConfig cfg;
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<EagleHead> head1, head2;
+struct TinyRig : SpecRig {
   TinyRig(Context& ctx, const std::string& name, int V, int C, float mix, float noise1, float noise2)
-      : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
-    cfg = write_verifier(gguf.path, 4242, mix, V, C, 1);
-    write_head(h1.path, cfg, gguf.path, 11, 2, noise1);
-    write_head(h2.path, cfg, gguf.path, 22, 2, noise2);
-    file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
-    ModelOptions mo;
-    mo.context = 128;
-    mo.max_rows = 32;
-    model = std::make_unique<LlamaModel>(ctx, *file, mo);
-    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, 128, 32);
-    head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, 128, 32);
-  }
+      : SpecRig(ctx, name,
+                {.seed = 4242, .mix = mix, .V = V, .C = C, .L = 1, .seed1 = 11, .seed2 = 22, .noise1 = noise1,
+                 .noise2 = noise2, .context = 128, .rows = 32}) {}
 };
 
 EngineOptions spec_opts(Strategy s, float temp, float top_p, uint64_t seed) {

@@ -13,26 +13,10 @@ using namespace vkspec::test;
 
 namespace {
 
-struct Rig {
-  TempFile gguf;
-  TempDir h1, h2;
-  LlamaConfig cfg;
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<EagleHead> head1, head2;
+// The rigs of this file: a 2-layer V96 verifier, heads by mode and noise (spec_fixtures.hpp).
+struct Rig : SpecRig {
   Rig(Context& ctx, const std::string& name, float mix, int mode1, int mode2, float noise1, float noise2)
-      : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
-    cfg = write_verifier(gguf.path, 42, mix);
-    write_head(h1.path, cfg, gguf.path, 101, mode1, noise1);
-    write_head(h2.path, cfg, gguf.path, 202, mode2, noise2);
-    file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
-    ModelOptions mo;
-    mo.context = 256;
-    mo.max_rows = 64;
-    model = std::make_unique<LlamaModel>(ctx, *file, mo);
-    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, 256, 64);
-    head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, 256, 64);
-  }
+      : SpecRig(ctx, name, {.mix = mix, .mode1 = mode1, .mode2 = mode2, .noise1 = noise1, .noise2 = noise2}) {}
 };
 
 std::vector<std::vector<uint32_t>> prompts(int n, uint32_t V) {
