@@ -49,8 +49,8 @@ check "a context beyond the trained one is allowed with a warning" "[ $rc -eq 0 
 demo_args=$(sed -n '/exec build\/vkspec generate/,/-n "/p' "$root/tools/dev.sh" | grep -o -- '--temp [^\\]*')
 out=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge $demo_args \
       -p "The kernel provides a simple interface for" -n 170 --json 2>/dev/null)
-check "the demo's settings generate 170 tokens with tau > 2 (dev.sh demo: $demo_args)" \
-  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==170 and d[\"tau\"]>2, d[\"tau\"]'"
+check "the demo's settings generate 170 tokens of words, not a whitespace run, with tau > 2 (dev.sh demo: $demo_args)" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==170 and d[\"tau\"]>2, d[\"tau\"]; assert len(d[\"text\"].split())>=15, d[\"text\"]'"
 # Same --seed, same tokens: across runs and across lavapipe's vector width (subgroup size 8 vs 4),
 # for ar and for a speculative strategy (both sample through the GPU's Philox draws).
 for strat in ar merge; do

@@ -43,7 +43,7 @@ case "${1:-}" in
     # small soon loops); merge's output has exactly the verifier's sampling distribution.
     # Text streams to stdout; tau and tokens/s follow on stderr.
     exec build/vkspec generate -m models/verifier.gguf --heads models/head1,models/head2 --strategy merge \
-      --temp 0.7 --top-p 0.9 --seed 1 \
+      --temp 0.7 --top-p 0.9 --seed 2 \
       -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-170}" "$@"
     ;;
   test)
