@@ -68,25 +68,9 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, out vec4 v[8
 
 // Decodes one 32-value block into v[0..8) (each vec4 = 4 consecutive values), scaled.
 void load_block(uint row, uint block, uint blocks_per_row, out vec4 v[8]) {
-  uint t0 = (row * blocks_per_row + block) * TEXELS_PER_BLOCK;
-#if defined(WT_F32)
-  for (uint i = 0; i < 8; ++i) v[i] = uintBitsToFloat(load_w(t0 + i));
-#elif defined(WT_F16)
-  for (uint i = 0; i < 4; ++i) {
-    uvec4 t = load_w(t0 + i);
-    v[2 * i] = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
-    v[2 * i + 1] = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
-  }
-#else
-  float d = load_scale(row * blocks_per_row + block);
-  for (uint i = 0; i < 2; ++i) {
-    uvec4 t = load_w(t0 + i);
-    for (uint j = 0; j < 4; ++j) {
-      uint u = t[j];
-      // Sign-extend each byte: shift it to the top, then arithmetic-shift down.
-      ivec4 q = ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24;
-      v[4 * i + j] = vec4(q) * d;
-    }
-  }
+  float scale;
+  load_block_unscaled(row, block, blocks_per_row, v, scale);
+#if defined(WT_Q8_0)
+  for (uint i = 0; i < 8; ++i) v[i] *= scale;
 #endif
 }

@@ -33,7 +33,6 @@ struct Args {
   bool flag(const std::string& name);                       // --name present?
   std::string get(const std::string& name, const std::string& fallback = "");
   bool has(const std::string& name) const;
-  long long get_int(const std::string& name, long long fallback);
   // A non-negative integer no larger than `max`; anything else (a sign, a fraction, a value past
   // `max`) is refused by name rather than wrapped into a huge unsigned count.
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX);

@@ -64,19 +64,6 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   return fallback;
 }
 
-long long Args::get_int(const std::string& name, long long fallback) {
-  if (!has(name)) return fallback;
-  std::string v = get(name);
-  try {
-    size_t pos = 0;
-    long long x = std::stoll(v, &pos);
-    if (pos != v.size()) throw 0;
-    return x;
-  } catch (...) {
-    throw Error("option --" + name + " expects an integer, got '" + v + "'");
-  }
-}
-
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max) {
   bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
   unsigned long long x = 0;

@@ -50,6 +50,16 @@ struct PutPush {
 };
 
 int32_t* params_ptr(Buffer& b) { return static_cast<int32_t*>(b.mapped()); }
+
+// seq_tokens[count[0]] = info[kInfoNextRoot]: the accepted (or sampled) next root goes into the
+// sequence on the GPU, so the next step needs nothing from the host.
+void put_next_root(Sequence& seq, const Buffer& info, const Buffer& count, Buffer& seq_tokens) {
+  PutPush pp{kInfoNextRoot};
+  const Pipeline& put = seq.context().pipelines().get(make_pipeline_desc(
+      "put_token", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(PutPush),
+      ops::WorkgroupSpec{1}));
+  seq.dispatch(put, {in(info), in(count), out(seq_tokens)}, pp, 1, 1, 1, "put_token");
+}
 }  // namespace
 
 Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
@@ -127,11 +137,7 @@ void Engine::record_sample_next(Sequence& seq, Mat logits_row, uint32_t t_last) 
   aa.accepted = &accepted_;
   accept_sample(seq, *root_tree_, aa);
   *static_cast<uint32_t*>(count_.mapped()) = t_last + 1;
-  PutPush pp{kInfoNextRoot};
-  const Pipeline& put = ctx_.pipelines().get(make_pipeline_desc(
-      "put_token", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(PutPush),
-      ops::WorkgroupSpec{1}));
-  seq.dispatch(put, {in(root_tree_->info), in(count_), out(seq_tokens_)}, pp, 1, 1, 1, "put_token");
+  put_next_root(seq, root_tree_->info, count_, seq_tokens_);
 }
 
 Engine::~Engine() = default;
@@ -355,11 +361,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
                   uint32_t(model_.config().C));
       *static_cast<uint32_t*>(count_.mapped()) = t_;
       append_tokens(seq, *vt, accepted_, seq_tokens_, count_);
-      PutPush pp{kInfoNextRoot};
-      const Pipeline& put = ctx_.pipelines().get(make_pipeline_desc(
-          "put_token", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(PutPush),
-          ops::WorkgroupSpec{1}));
-      seq.dispatch(put, {in(vt->info), in(count_), out(seq_tokens_)}, pp, 1, 1, 1, "put_token");
+      put_next_root(seq, vt->info, count_, seq_tokens_);
       // Everything the host needs after the step lands in one host-visible buffer: no extra waits.
       seq.copy(vt->info, 0, readback_, 0, 64);
       seq.copy(seq_tokens_, uint64_t(t_ + 1) * 4, readback_, 64, uint64_t(window) * 4);
