@@ -226,7 +226,10 @@ uint32_t Context::choose(const std::vector<PhysicalDeviceInfo>& devices, const s
   if (!selector.empty()) {
     bool numeric = std::all_of(selector.begin(), selector.end(), ::isdigit);
     if (numeric) {
-      unsigned long idx = std::stoul(selector);
+      // Digits only, compared digit by digit: a 23-digit index is simply past the end, not an
+      // out_of_range exception from the conversion.
+      uint64_t idx = 0;
+      for (char c : selector) idx = idx > devices.size() ? idx : idx * 10 + uint64_t(c - '0');
       if (idx >= devices.size())
         throw Error("device index " + selector + " does not exist: there are " + std::to_string(devices.size()) +
                     " Vulkan device(s) (see `vkspec devices`)");

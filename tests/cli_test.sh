@@ -60,6 +60,30 @@ for strat in ar merge; do
   check "$strat: --seed 77 gives the same 60 tokens at vector width 256 and 128; --seed 78 differs" \
     "/usr/bin/python3 -c 'import json,sys; a,b,c=(json.loads(x)[\"tokens\"] for x in sys.argv[1:]); assert len(a)==60 and a==b and a!=c' \"\$a\" \"\$b\" \"\$c\""
 done
+# Byte tokens: a run may emit bytes that are no UTF-8 character, or stop inside one. At
+# temperature 4 the demo model emits bytes >= 0x80 freely; --json must stay valid JSON with the
+# text as Python's "replace" decoding of the ids, and streamed stdout must be valid UTF-8.
+out=$("$vkspec" generate -m "$m" --tokens "84 104 101 32" -n 100 --temp 4 --seed 1 --json 2>/dev/null); rc=$?
+check "generate --json stays valid when the output is not UTF-8 (invalid bytes become U+FFFD, ids kept)" \
+  "[ $rc -eq 0 ] && printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==100 and any(t>=128 for t in d[\"tokens\"]); assert d[\"text\"]==bytes(d[\"tokens\"]).decode(\"utf-8\",\"replace\") and \"\\ufffd\" in d[\"text\"]'"
+"$vkspec" generate -m "$m" --tokens "84 104 101 32" -n 100 --temp 4 --seed 1 > "${TMPDIR:-/tmp}/vkspec_stream.$$" 2>/dev/null; rc=$?
+check "streamed text of the same run is valid UTF-8" \
+  "[ $rc -eq 0 ] && /usr/bin/python3 -c 'import sys; open(sys.argv[1],\"rb\").read().decode(\"utf-8\")' ${TMPDIR:-/tmp}/vkspec_stream.$$"
+rm -f "${TMPDIR:-/tmp}/vkspec_stream.$$"
+# Options that used to crash or give an unnamed error (issue "Hostile input").
+expect_error() {  # expect_error NAME PATTERN ARGS...: exit 1 (not a signal) and PATTERN on stderr
+  local name="$1" pat="$2"; shift 2
+  local err rc
+  err=$("$vkspec" "$@" 2>&1 >/dev/null); rc=$?
+  check "$name" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q -- \"$pat\""
+}
+H="$root/models/head1,$root/models/head2"
+expect_error "--heads , is refused, not dereferenced" "--heads takes one or two head folders" generate -m "$m" --heads , --tokens 1 -n 2
+expect_error "a 23-digit --device index is past the end, not a stoul error" "device index 12345678901234567890123 does not exist" devices --device 12345678901234567890123
+expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
+expect_error "bench --budget , is refused instead of printing an empty table" "--budget expects one or more budgets" bench -m "$m" --budget ,
+expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
+expect_error "a huge --budget is refused by name" "budget" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail

@@ -69,6 +69,7 @@ class LlamaModel {
   Context& ctx_;
   LlamaConfig cfg_;
   uint32_t cap_ = 0, max_rows_ = 0;
+  void check_device_fits(const Context& ctx, const GgufFile& f) const;
   uint64_t weight_bytes_ = 0;
   DeviceWeight embd_, out_;
   Buffer out_norm_;

@@ -86,4 +86,9 @@ class StreamDecoder {
 // invalid byte counts as complete (it will never become valid).
 size_t utf8_complete_prefix(std::string_view s);
 
+// s with every byte sequence that is not a valid UTF-8 character (stray continuation bytes,
+// overlong forms, surrogates, truncated characters) replaced by U+FFFD, one per maximal
+// invalid subpart (Unicode §3.9). Valid text comes back unchanged.
+std::string utf8_sanitize(std::string_view s);
+
 }  // namespace vkspec

@@ -23,11 +23,14 @@ static int run_bench(const std::vector<std::string>& argv) {
   if (n == 0) throw Error("bench needs -n of at least 1 new token per prompt");
   const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX));
   std::vector<uint32_t> budgets;
-  for (auto& b : split_list(args.get("budget", "8"), ',')) budgets.push_back(uint32_t(parse_uint("budget", b)));
+  const std::string budget_list = args.get("budget", "8");
+  for (auto& b : split_list(budget_list, ',')) budgets.push_back(uint32_t(parse_uint("budget", b)));
+  if (budgets.empty()) throw Error("--budget expects one or more budgets separated by commas, got '" + budget_list + "'");
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
   for (auto& x : split_list(args.get("strategies", args.get("strategy", all)), ','))
     strategies.push_back(parse_strategy(x));
+  if (strategies.empty()) throw Error("--strategies expects one or more strategies separated by commas");
   Session s;
   s.engine.time_kernels = timing;
   s.load(args, budgets);
@@ -117,7 +120,7 @@ static int run_bench(const std::vector<std::string>& argv) {
                    steps ? waits / steps : 0.0);
     }
   nlohmann::json out = {{"device", s.ctx->caps().name}, {"model", s.file->path()}, {"results", results}};
-  if (json) std::printf("%s\n", out.dump(2).c_str());
+  if (json) std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 

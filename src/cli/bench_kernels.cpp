@@ -130,7 +130,7 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     }
   }
   nlohmann::json out = {{"device", ctx.caps().name}, {"results", results}};
-  if (json) std::printf("%s\n", out.dump(2).c_str());
+  if (json) std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 

@@ -60,7 +60,7 @@ static int run_devices(const std::vector<std::string>& argv) {
       j["chosen"] = d.index == chosen;
       out["devices"].push_back(j);
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   for (auto& d : devs) {

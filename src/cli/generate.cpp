@@ -14,7 +14,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
   nlohmann::json j = {{"strategy", strategy_name(s.engine.strategy)},
                       {"device", s.ctx->caps().name},
                       {"tokens", st.tokens},
-                      {"text", s.decode(st.tokens)},
+                      {"text", utf8_sanitize(s.decode(st.tokens))},  // a run may stop mid-character
                       {"steps", st.steps},
                       {"tau", st.tau},
                       {"tokens_per_s", st.tokens_per_s},
@@ -109,7 +109,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   if (!json && dec) std::fputs(s.decode(ids).c_str(), stdout);
   GenerateStats st = engine.generate(ids, n, stream);
   if (json) {
-    std::printf("%s\n", stats_json(st, s).dump().c_str());
+    std::printf("%s\n", stats_json(st, s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");

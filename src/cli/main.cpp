@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <set>
@@ -89,10 +90,10 @@ double Args::get_double(const std::string& name, double fallback) {
   try {
     size_t pos = 0;
     double x = std::stod(v, &pos);
-    if (pos != v.size()) throw 0;
+    if (pos != v.size() || !std::isfinite(x)) throw 0;
     return x;
   } catch (...) {
-    throw Error("option --" + name + " expects a number, got '" + v + "'");
+    throw Error("option --" + name + " expects a finite number, got '" + v + "'");
   }
 }
 

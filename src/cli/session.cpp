@@ -43,7 +43,10 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
   ModelOptions mo;
   mo.context = ctx_len;
-  mo.max_rows = std::max<uint32_t>(64, 1 + 2 * budget_max);
+  // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
+  const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));
+  if (rows > UINT32_MAX) throw Error("--budget " + std::to_string(budget_max) + " is too large");
+  mo.max_rows = uint32_t(rows);
   model = std::make_unique<LlamaModel>(*ctx, *file, mo);
   // Allowed (a user may know the model extrapolates), but never silent: positions past the
   // trained context are outside what the model has seen, and its output there is unreliable.
@@ -52,7 +55,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
                  ctx_len, model->config().ctx);
   if (!heads.empty()) {
     auto parts = split_list(heads, ',');
-    if (parts.size() > 2) throw Error("--heads takes one or two paths, got " + std::to_string(parts.size()));
+    if (parts.empty() || parts.size() > 2)
+      throw Error("--heads takes one or two head folders separated by a comma, got '" + heads + "'");
     const uint32_t rows = std::max<uint32_t>(model->max_rows(), engine.topk);
     head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);
     if (parts.size() == 2) head2 = std::make_unique<EagleHead>(*ctx, parts[1], *model, model->capacity(), rows);

@@ -61,6 +61,7 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
            std::to_string(kAttentionMaxHeadDim));
   cap_ = opts.context ? opts.context : uint32_t(std::min(cfg_.ctx > 0 ? cfg_.ctx : 2048, 2048));
   max_rows_ = std::max<uint32_t>(1, opts.max_rows);
+  check_device_fits(ctx, f);
   const WeightPath path = opts.weight_path;
 
   embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
@@ -89,9 +90,6 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
     L.v = Buffer(ctx, uint64_t(cap_) * kv * 4);
-    if (L.k.size() > ctx.caps().max_storage_buffer_range)
-      throw Error("KV cache of " + std::to_string(cap_) + " tokens needs " + std::to_string(L.k.size()) +
-                  " bytes per layer, more than the device's storage-buffer range; use a smaller --ctx");
     layers_.push_back(std::move(L));
   }
   const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv);
@@ -104,6 +102,38 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   act_ = Buffer(ctx, R * pad4(cfg_.F) * 4);
   hidden_ = Buffer(ctx, R * C * 4);
   logits_ = Buffer(ctx, R * pad4(cfg_.V) * 4);
+}
+
+// Every buffer this model will allocate, checked against the device before the first one is
+// made: a --ctx or a tree budget too large for the device gets an error naming it and the
+// numbers, not VK_ERROR_OUT_OF_DEVICE_MEMORY from whichever vkCreateBuffer came first.
+void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f) const {
+  const uint64_t range = ctx.caps().max_storage_buffer_range;
+  const uint64_t kv_layer = uint64_t(cap_) * kv_row_floats() * 4;
+  if (kv_layer > range)
+    throw Error("a KV cache of " + std::to_string(cap_) + " tokens needs " + std::to_string(kv_layer >> 20) +
+                " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
+                " MiB; use a smaller --ctx (at most " + std::to_string(range / (uint64_t(kv_row_floats()) * 4)) + ")");
+  const uint64_t HD = uint64_t(cfg_.H) * cfg_.D;
+  const uint64_t widest = std::max<uint64_t>({pad4(uint32_t(cfg_.C)), pad4(uint32_t(HD + 2 * kv_row_floats())),
+                                              pad4(uint32_t(2 * cfg_.F)), pad4(uint32_t(cfg_.V))});
+  const uint64_t row_bytes = widest * 4;
+  if (uint64_t(max_rows_) * row_bytes > range)
+    throw Error(std::to_string(max_rows_) + " rows per verifier pass (prompt chunk or verified tree) need " +
+                std::to_string((uint64_t(max_rows_) * row_bytes) >> 20) + " MiB of scratch per buffer, more than the " +
+                "device's storage-buffer range of " + std::to_string(range >> 20) + " MiB; use a smaller --budget");
+  uint64_t weights = 0;
+  for (const GgufTensor& t : f.tensors()) weights += t.n_bytes;
+  const uint64_t scratch = uint64_t(max_rows_) * 4 *
+                           (2 * pad4(uint32_t(cfg_.C)) + pad4(uint32_t(HD + 2 * kv_row_floats())) + pad4(uint32_t(HD)) +
+                            pad4(uint32_t(2 * cfg_.F)) + pad4(uint32_t(cfg_.F)) + pad4(uint32_t(cfg_.C)) + pad4(uint32_t(cfg_.V)));
+  const uint64_t need = weights + 2 * uint64_t(cfg_.L) * kv_layer + scratch;
+  const uint64_t have = ctx.caps().device_local_bytes;
+  if (have && need > have)
+    throw Error("the model needs about " + std::to_string(need >> 20) + " MiB on the device (weights " +
+                std::to_string(weights >> 20) + ", KV cache for " + std::to_string(cap_) + " tokens " +
+                std::to_string((2 * uint64_t(cfg_.L) * kv_layer) >> 20) + ", scratch " + std::to_string(scratch >> 20) +
+                " MiB) but the device has " + std::to_string(have >> 20) + " MiB; use a smaller --ctx or --budget");
 }
 
 void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {

@@ -302,14 +302,14 @@ std::string StreamDecoder::push(uint32_t id) {
   }
   pending_ += b;
   const size_t n = utf8_complete_prefix(pending_);
-  std::string out = pending_.substr(0, n);
+  // Only complete characters leave; bytes that can never become one are shown as U+FFFD.
+  std::string out = utf8_sanitize(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);
   return out;
 }
 
 std::string StreamDecoder::flush() {
-  std::string out;
-  for (size_t i = 0; i < pending_.size(); ++i) out += "\xef\xbf\xbd";  // incomplete at the end
+  std::string out = utf8_sanitize(pending_);  // a character cut off at the end: one U+FFFD
   pending_.clear();
   return out;
 }
