@@ -142,3 +142,36 @@ TEST_CASE("q4_0: round-trip error within one step") {
   const float d = std::fabs(f16_to_f32(dh));
   for (int i = 0; i < 32; ++i) CHECK(std::fabs(y[i] - x[i]) <= d + 1e-3f);
 }
+
+TEST_CASE("first_non_finite finds the first NaN/Inf of f32, f16 and bf16 at any position") {
+  std::mt19937 rng(5);
+  for (uint64_t n : {1ull, 63ull, 64ull, 65ull, 200ull}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = std::uniform_real_distribution<float>(-60000.f, 60000.f)(rng);
+    auto pack = [&](auto conv, size_t w) {
+      std::vector<uint8_t> b(n * w);
+      for (uint64_t i = 0; i < n; ++i) {
+        auto h = conv(x[i]);
+        std::memcpy(b.data() + i * w, &h, w);
+      }
+      return b;
+    };
+    auto f32 = [](float v) { return v; };
+    auto f16 = [](float v) { return f32_to_f16(v); };
+    auto bf16 = [](float v) { return f32_to_bf16(v); };
+    CHECK(first_non_finite_f32(pack(f32, 4).data(), n) == -1);
+    CHECK(first_non_finite_f16(pack(f16, 2).data(), n) == -1);
+    CHECK(first_non_finite_bf16(pack(bf16, 2).data(), n) == -1);
+    for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      const uint64_t at = rng() % n;
+      const float keep = x[at];
+      x[at] = bad;
+      if (at + 1 < n) x[n - 1] = bad;  // a later one must not be reported first
+      CHECK(first_non_finite_f32(pack(f32, 4).data(), n) == int64_t(at));
+      CHECK(first_non_finite_f16(pack(f16, 2).data(), n) == int64_t(at));
+      CHECK(first_non_finite_bf16(pack(bf16, 2).data(), n) == int64_t(at));
+      x[at] = keep;
+      x[n - 1] = 1.0f;
+    }
+  }
+}

@@ -140,4 +140,30 @@ inline void dequantize_q4_0_block(const uint8_t* in, float* y) {  // in: (18,) -
   }
 }
 
+// ---- finiteness --------------------------------------------------------------------------------
+// Index of the first NaN or ±Inf among n values stored as `bits`-wide IEEE floats whose exponent
+// field is `exp_mask` (f32: 0x7f800000, f16: 0x7c00, bf16: 0x7f80), or -1. A value is
+// non-finite exactly when its exponent bits are all ones. Blocks of 64 are OR-reduced first, so
+// a clean weight costs one pass at memory speed.
+template <typename U>
+inline int64_t first_non_finite_bits(const uint8_t* data, uint64_t n, uint64_t stride_bytes, U exp_mask) {
+  auto at = [&](uint64_t i) {
+    U v;
+    std::memcpy(&v, data + i * stride_bytes, sizeof(U));
+    return U(v & exp_mask) == exp_mask;
+  };
+  for (uint64_t b = 0; b < n; b += 64) {
+    bool any = false;
+    const uint64_t e = std::min<uint64_t>(n, b + 64);
+    for (uint64_t i = b; i < e; ++i) any |= at(i);
+    if (any)
+      for (uint64_t i = b; i < e; ++i)
+        if (at(i)) return int64_t(i);
+  }
+  return -1;
+}
+inline int64_t first_non_finite_f32(const uint8_t* d, uint64_t n) { return first_non_finite_bits<uint32_t>(d, n, 4, 0x7f800000u); }
+inline int64_t first_non_finite_f16(const uint8_t* d, uint64_t n) { return first_non_finite_bits<uint16_t>(d, n, 2, 0x7c00); }
+inline int64_t first_non_finite_bf16(const uint8_t* d, uint64_t n) { return first_non_finite_bits<uint16_t>(d, n, 2, 0x7f80); }
+
 }  // namespace vkspec

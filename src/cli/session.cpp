@@ -38,8 +38,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   so.seed = args.get_uint("seed", 0, UINT64_MAX);
   ContextOptions co;
   co.device = args.get("device", "");
-  ctx = std::make_unique<Context>(co);
+  // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+  ctx = std::make_unique<Context>(co);
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
   ModelOptions mo;
   mo.context = ctx_len;

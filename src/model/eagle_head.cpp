@@ -11,6 +11,20 @@ namespace vkspec {
 
 namespace {
 
+// A head with a NaN or Inf weight would only ever draft garbage (or, before the tree kernels
+// ranked NaN last, corrupt the tree): refused at load, naming the tensor and element.
+const SafeTensor& finite(const SafeTensor& t, const std::string& name, const std::string& file) {
+  int64_t bad = -1;
+  const uint64_t n = t.dtype == "F32" ? t.bytes / 4 : t.bytes / 2;
+  if (t.dtype == "F32") bad = first_non_finite_f32(t.data, n);
+  else if (t.dtype == "F16") bad = first_non_finite_f16(t.data, n);
+  else if (t.dtype == "BF16") bad = first_non_finite_bf16(t.data, n);
+  if (bad >= 0)
+    throw Error(file + ": tensor " + name + " holds a NaN or Inf at element " + std::to_string(bad) +
+                " (the file is damaged)");
+  return t;
+}
+
 // f32 values (any safetensors dtype) → device weight in f16 (f32 stays f32).
 DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& parts) {
   const uint64_t K = parts[0]->shape.back();
@@ -84,7 +98,14 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   cfg_.D = cfg_.C / cfg_.H;
   if (cfg_.D > int(kAttentionMaxHeadDim) || cfg_.D % 2) refuse("head width " + std::to_string(cfg_.D) + " unsupported");
 
-  auto f = SafetensorsFile::open(path_);
+  const SafetensorsFile sf = SafetensorsFile::open(path_);
+  struct Checked {  // every tensor the head reads passes the NaN/Inf check on its way in
+    const SafetensorsFile& f;
+    const std::string& file;
+    const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
+      return finite(f.get(name, shape), name, file);
+    }
+  } f{sf, path_};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
   fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
   fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());

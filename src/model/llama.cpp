@@ -18,7 +18,31 @@ Buffer upload_f32(Context& ctx, const std::vector<float>& v) {
   return b;
 }
 
-DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path) {
+// A NaN or Inf weight makes every logit downstream NaN: a damaged (or crafted) file, refused at
+// load with the tensor and element rather than computed into garbage. Plain floats and the
+// scales of q8_0/q4_0 blocks are checked by their bits (q8_0/q4_0 quants are integers).
+void require_finite(const GgufTensor& t, const std::string& file) {
+  int64_t bad = -1;
+  switch (t.type) {
+    case GgmlType::F32: bad = first_non_finite_f32(t.data, t.n_elements); break;
+    case GgmlType::F16: bad = first_non_finite_f16(t.data, t.n_elements); break;
+    case GgmlType::BF16: bad = first_non_finite_bf16(t.data, t.n_elements); break;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: {
+      const uint64_t bb = ggml_block_bytes(t.type), nb = t.n_bytes / bb;
+      bad = first_non_finite_bits<uint16_t>(t.data, nb, bb, 0x7c00);  // each block starts with its f16 scale
+      if (bad >= 0) bad *= int64_t(ggml_block_elems(t.type));
+      break;
+    }
+  }
+  if (bad >= 0)
+    throw Error(file + ": tensor " + std::string(t.name) + " holds a NaN or Inf at element " + std::to_string(bad) +
+                " (the file is damaged)");
+}
+
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path,
+                                const std::string& file) {
+  for (auto* p : parts) require_finite(*p, file);
   const uint64_t K = parts[0]->dims[0];
   uint64_t N = 0;
   bool same = true;
@@ -51,7 +75,10 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
 }
 
 namespace {
-std::vector<float> f32_of(const GgufTensor& t) { return dequantize_tensor(t); }
+std::vector<float> f32_of(const GgufTensor& t, const std::string& file) {
+  require_finite(t, file);
+  return dequantize_tensor(t);
+}
 }  // namespace
 
 LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx) {
@@ -64,29 +91,29 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   check_device_fits(ctx, f);
   const WeightPath path = opts.weight_path;
 
-  embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
-  if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
-  out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight")));
+  embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path, f.path());
+  if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path, f.path());
+  out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight"), f.path()));
   weight_bytes_ = embd_.bytes() + out_.bytes();
 
   const uint32_t kv = kv_row_floats();
   for (int l = 0; l < cfg_.L; ++l) {
     Layer L;
     auto T = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
-    L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight")));
-    L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight")));
-    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path);
+    L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight"), f.path()));
+    L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight"), f.path()));
+    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path, f.path());
     if (cfg_.qkv_bias) {
-      std::vector<float> b = f32_of(T("attn_q.bias"));
+      std::vector<float> b = f32_of(T("attn_q.bias"), f.path());
       for (const char* s : {"attn_k.bias", "attn_v.bias"}) {
-        auto x = f32_of(T(s));
+        auto x = f32_of(T(s), f.path());
         b.insert(b.end(), x.begin(), x.end());
       }
       L.qkv_bias = upload_f32(ctx, b);
     }
-    L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path);
-    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
-    L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
+    L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path, f.path());
+    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path, f.path());
+    L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path, f.path());
     weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
     L.v = Buffer(ctx, uint64_t(cap_) * kv * 4);

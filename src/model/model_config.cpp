@@ -1,6 +1,7 @@
 // Llama hyperparameters from GGUF keys and tensor-shape validation.
 #include "vkspec/model_config.hpp"
 
+#include <cmath>
 #include <limits>
 
 namespace vkspec {
@@ -82,8 +83,8 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f))
     f.fail("metadata key '" + p + "attention.layer_norm_rms_epsilon': expected a small positive number, found " +
            std::to_string(c.rms_eps));
-  if (!(c.rope_theta > 0.0f))
-    f.fail("metadata key '" + p + "rope.freq_base': expected a positive number, found " + std::to_string(c.rope_theta));
+  if (!(c.rope_theta > 0.0f && std::isfinite(c.rope_theta)))
+    f.fail("metadata key '" + p + "rope.freq_base': expected a finite positive number, found " + std::to_string(c.rope_theta));
 
   // Vocab size: explicit key, else the tokenizer's token list, else the embedding's rows.
   const GgufTensor& emb = f.require_tensor("token_embd.weight");
