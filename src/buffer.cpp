@@ -30,6 +30,7 @@ Buffer::Buffer(Context& ctx, VkDeviceSize bytes, MemoryKind kind, bool uniform) 
     throw Error("cannot allocate " + std::to_string(bytes) + " bytes of Vulkan memory on '" + ctx.caps().name +
                 "': " + vk_result_name(r));
   }
+  ctx.count_allocation(int64_t(size_));
   VKSPEC_VK(vk.vkBindBufferMemory(ctx.device(), buffer_, memory_, 0));
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(ctx.physical_device(), &mp);
@@ -57,7 +58,10 @@ void Buffer::release() {
   const auto& vk = ctx_->vk();
   if (view_) vk.vkDestroyBufferView(ctx_->device(), view_, nullptr);
   if (buffer_) vk.vkDestroyBuffer(ctx_->device(), buffer_, nullptr);
-  if (memory_) vk.vkFreeMemory(ctx_->device(), memory_, nullptr);
+  if (memory_) {
+    vk.vkFreeMemory(ctx_->device(), memory_, nullptr);
+    ctx_->count_allocation(-int64_t(size_));
+  }
   view_ = VK_NULL_HANDLE;
   buffer_ = VK_NULL_HANDLE;
   memory_ = VK_NULL_HANDLE;

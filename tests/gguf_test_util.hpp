@@ -21,7 +21,7 @@ struct TempFile {
   void write(const std::vector<uint8_t>& b) const {
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) throw std::runtime_error("cannot write " + path);
-    std::fwrite(b.data(), 1, b.size(), f);
+    if (!b.empty()) std::fwrite(b.data(), 1, b.size(), f);  // fwrite(nullptr, ..., 0) is UB
     std::fclose(f);
   }
 };

@@ -2,6 +2,7 @@
 # The two things a newcomer does on a fresh Debian 12 machine:
 #   bash tools/dev.sh demo   install what is needed, build, run generation with the bundled model
 #   bash tools/dev.sh test   install what is needed, build, run the whole test suite
+# and for developers: test-asan (the suite under ASan + UBSan), soak (10,000 tokens per strategy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +53,28 @@ case "${1:-}" in
     cd build
     exec ctest --output-on-failure -j 2
     ;;
+  test-asan)
+    # The suite built with AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the
+    # test). Leak checking is off: the Vulkan loader and lavapipe are unloaded before exit, so
+    # their allocations cannot be symbolized or suppressed; the soak test checks growth instead.
+    install_deps
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON >&2
+    cmake --build build-asan -j "$(nproc)" >&2
+    cd build-asan
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+    # One subgroup configuration is enough here: widths change kernels, not host memory use.
+    exec ctest --output-on-failure -j 2 -E '^(soak|suite_subgroup4)$'
+    ;;
+  soak)
+    # Long run: VKSPEC_SOAK_TOKENS (default 10,000) tokens per strategy against ar, memory flat.
+    install_deps
+    build
+    export VKSPEC_SOAK_TOKENS="${VKSPEC_SOAK_TOKENS:-10000}"
+    exec build/vkspec_tests -tc='soak*' -s
+    ;;
   *)
-    echo "usage: bash tools/dev.sh demo|test" >&2
+    echo "usage: bash tools/dev.sh demo|test|test-asan|soak" >&2
     exit 2
     ;;
 esac

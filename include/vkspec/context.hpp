@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -152,6 +153,11 @@ class Context {
 
   VkCommandPool command_pool() const { return pool_; }
 
+  // Bytes of device memory currently allocated through this context's Buffers (the soak test
+  // checks it does not grow from step to step).
+  uint64_t allocated_bytes() const { return allocated_bytes_; }
+  void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
+
  private:
   void init_device(const ContextOptions& opts, bool own);
   void one_shot_begin(VkCommandBuffer& cb);
@@ -174,6 +180,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t storage_range_limit_ = 0;
   uint64_t host_waits_ = 0;
+  std::atomic<uint64_t> allocated_bytes_{0};
   std::unique_ptr<PipelineCache> pipelines_;
   std::mutex messages_mutex_;
   std::vector<std::string> messages_;
