@@ -8,7 +8,10 @@ set(VKSPEC_SHADER_NAMES "")
 set(VKSPEC_SPV_FILES "")
 set(_spv_dir ${CMAKE_CURRENT_BINARY_DIR}/spv)
 file(MAKE_DIRECTORY ${_spv_dir} ${CMAKE_CURRENT_BINARY_DIR}/generated)
-file(GLOB VKSPEC_SHADER_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/*.glsl)
+# Shader includes: shaders/*.glsl, and the headers shared with the host (include/vkspec/*.h, e.g.
+# tree_limits.h), which the shaders include as "vkspec/<name>.h" (-I include).
+file(GLOB VKSPEC_SHADER_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/*.glsl
+     ${CMAKE_CURRENT_SOURCE_DIR}/include/vkspec/*.h)
 
 function(vkspec_shader name source)
   cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
@@ -19,7 +22,8 @@ function(vkspec_shader name source)
   set(spv ${_spv_dir}/${name}.spv)
   add_custom_command(
     OUTPUT ${spv}
-    COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I ${CMAKE_CURRENT_SOURCE_DIR}/shaders ${defs}
+    COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I ${CMAKE_CURRENT_SOURCE_DIR}/shaders
+            -I ${CMAKE_CURRENT_SOURCE_DIR}/include ${defs}
             -o ${spv} ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${source}
     COMMAND ${SPIRV_VAL} --target-env vulkan1.2 ${spv}
     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${source} ${VKSPEC_SHADER_INCLUDES}

@@ -1,5 +1,6 @@
 // Workgroup reductions in a fixed order (pairwise tree over invocations), so a row's result is
 // the same whatever else the dispatch computes. Requires `WG` (workgroup size, constant_id 0).
+#include "order.glsl"
 shared float red_f[WG];
 shared uint red_u[WG];
 
@@ -31,7 +32,10 @@ float wg_max(float v) {
   return red_f[0];
 }
 
-// Arg-max with ties to the lower index: returns the winning index, its value in `best`.
+// Arg-max in the ranking order of order.glsl (NaN last, ties to the lower index): returns the
+// winning index, its value in `best`. An invocation with nothing to offer passes idx 0xffffffff;
+// it loses to every real candidate, NaN included, so the result is a real index whenever one
+// invocation had one.
 uint wg_argmax(float v, uint idx, out float best) {
   const uint lid = gl_LocalInvocationID.x;
   barrier();
@@ -41,9 +45,9 @@ uint wg_argmax(float v, uint idx, out float best) {
   for (uint n = WG; n > 1;) {
     const uint h = (n + 1) / 2;
     if (lid < n - h) {
-      float o = red_f[lid + h];
-      uint oi = red_u[lid + h];
-      if (o > red_f[lid] || (o == red_f[lid] && oi < red_u[lid])) {
+      const float o = red_f[lid + h];
+      const uint oi = red_u[lid + h], ci = red_u[lid];
+      if (oi != 0xffffffffu && (ci == 0xffffffffu || ranks_before(o, oi, red_f[lid], ci))) {
         red_f[lid] = o;
         red_u[lid] = oi;
       }

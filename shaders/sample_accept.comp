@@ -15,6 +15,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "philox.glsl"
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer Tok { uint token[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Par { int parent[]; };
 layout(set = 0, binding = 2, std430) readonly buffer Head { uint head[]; };
@@ -25,7 +26,7 @@ layout(push_constant) uniform Push {
   uint n, V, p_offset, p_stride, A, step, seed_lo, seed_hi;
 } pc;
 
-const uint NMAX = 512;
+const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
 shared uint level[NMAX];     // level[j] = e + 1 while node j is on the accepted path at depth e
 shared uint rejected[NMAX];  // tokens rejected at the current level
 shared uint n_rej, rep, depth_e, last_try;
@@ -119,9 +120,10 @@ void main() {
     if (e > 0)
       for (uint j = rep; j < pc.n; ++j)
         if (level[j] == e + 1) hd |= head[j];
-    info[b * 16 + 5] = e;     // kInfoAccepted
-    info[b * 16 + 6] = 0;     // kInfoBestRow: not tracked (the path is in `accepted`)
-    info[b * 16 + 7] = next;  // kInfoNextRoot
-    info[b * 16 + 8] = hd;    // kInfoBestHead
+    const uint io = b * kTreeInfoWords;
+    info[io + kInfoAccepted] = e;
+    info[io + kInfoBestRow] = 0;  // not tracked (the path is in `accepted`)
+    info[io + kInfoNextRoot] = next;
+    info[io + kInfoBestHead] = hd;
   }
 }

@@ -5,9 +5,13 @@
 // Truncation thresholds are found by radix descent on a total order of (y desc, id asc), one
 // workgroup reduction per bit, so no sort and no per-element state; every sum has a fixed order
 // (WG is fixed on the host), so the row is the same whatever the device or the batch.
+// Non-finite logits (a broken verifier): the order is order.glsl's (NaN last); a NaN logit has
+// probability 0, and when the row's maximum is +inf (or -inf) the tokens at it share the mass
+// equally — see weight(). A row of only NaN is uniform. So p is always a distribution.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };        // (N, V) logits
 layout(set = 0, binding = 1, std430) coherent buffer P { float p[]; };        // (N, V) out
 layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };  // y[0..t]
@@ -19,14 +23,32 @@ layout(push_constant) uniform Push {
   float temp, top_p, min_p, penalty;
 } pc;
 
-const uint WMAX = 1024, DMAX = 64;
+const uint WMAX = 1024, DMAX = kTreeMaxPath;
 shared uint win[WMAX];
 shared uint n_win;
 
-// Orderable bits of a float: a > b  <=>  ord(a) > ord(b) (as uints), -inf lowest.
-uint ord(float f) {
-  const uint b = floatBitsToUint(f);
-  return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+// Orderable bits of a float: the ranking key of order.glsl (NaN lowest, then -inf; -0 == +0).
+uint ord(float f) { return order_key(f); }
+
+// Weight of y against the row's maximum m (in the order): exp(y - m), except 1 at the maximum
+// itself (no inf - inf when m is +-inf: the tokens at an infinite maximum share the mass) and 0
+// for NaN (unless m is NaN too, i.e. the whole row is NaN: then every token weighs 1).
+float weight(float y, float m) {
+  if (order_key(y) == order_key(m)) return 1.0;
+  if (is_nan_bits(y)) return 0.0;
+  return exp(y - m);
+}
+
+// The row's first-ranked entry (value desc, id asc): its id, and its value in `best`.
+uint row_argmax(uint yo, out float best) {
+  const uint lid = gl_LocalInvocationID.x;
+  float b = 0.0;
+  uint bi = 0xffffffffu;
+  for (uint i = lid; i < pc.V; i += WG) {
+    const float y = p[yo + i];
+    if (bi == 0xffffffffu || order_key(y) > order_key(b)) { b = y; bi = i; }  // i ascends
+  }
+  return wg_argmax(b, bi, best);
 }
 
 // Radix descent for the largest key K = (kv, ki) with  sum_{i kept, key(i) >= K} w(i) >= target,
@@ -45,7 +67,7 @@ uvec2 descend(uint yo, uint mode, float m, float target) {
     float s = 0.0;
     for (uint i = lid; i < pc.V; i += WG) {
       const float y = p[yo + i];
-      if (ord(y) >= c && key_ge(ord(y), i, KK)) s += mode == 0 ? 1.0 : exp(y - m);
+      if (ord(y) >= c && key_ge(ord(y), i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
     }
     if (wg_sum(s) >= target) kv = c;
   }
@@ -56,7 +78,7 @@ uvec2 descend(uint yo, uint mode, float m, float target) {
     for (uint i = lid; i < pc.V; i += WG) {
       const float y = p[yo + i];
       const uint o = ord(y);
-      if ((o > kv || (o == kv && (IMASK - i) >= c)) && key_ge(o, i, KK)) s += mode == 0 ? 1.0 : exp(y - m);
+      if ((o > kv || (o == kv && (IMASK - i) >= c)) && key_ge(o, i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
     }
     if (wg_sum(s) >= target) ki = c;
   }
@@ -100,22 +122,16 @@ void main() {
   barrier();
 
   if (pc.greedy != 0) {  // T == 0: one-hot at the arg-max of the penalised logits
-    float best = -1.0 / 0.0;
-    uint bi = 0xffffffffu;
-    for (uint i = lid; i < pc.V; i += WG) {
-      const float y = p[yo + i];
-      if (bi == 0xffffffffu || y > best) { best = y; bi = i; }
-    }
     float bv;
-    const uint w = wg_argmax(bi == 0xffffffffu ? -1.0 / 0.0 : best, bi == 0xffffffffu ? 0xffffffffu : bi, bv);
+    const uint w = row_argmax(yo, bv);
     for (uint i = lid; i < pc.V; i += WG) p[yo + i] = i == w ? 1.0 : 0.0;
     return;
   }
 
   for (uint i = lid; i < pc.V; i += WG) p[yo + i] = p[yo + i] / pc.temp;
-  float m = -1.0 / 0.0;
-  for (uint i = lid; i < pc.V; i += WG) m = max(m, p[yo + i]);
-  m = wg_max(m);
+  // (each invocation reads back only the entries it wrote: no barrier needed)
+  float m;
+  row_argmax(yo, m);
 
   if (pc.top_k != 0 && pc.top_k < pc.V) KK = descend(yo, 0u, m, float(pc.top_k));
   uvec2 KP = uvec2(0u, 0u);
@@ -123,7 +139,7 @@ void main() {
     float z = 0.0;
     for (uint i = lid; i < pc.V; i += WG) {
       const float y = p[yo + i];
-      if (key_ge(ord(y), i, KK)) z += exp(y - m);
+      if (key_ge(ord(y), i, KK)) z += weight(y, m);
     }
     KP = descend(yo, 1u, m, pc.top_p * wg_sum(z));
   }
@@ -131,13 +147,13 @@ void main() {
   float z = 0.0;
   for (uint i = lid; i < pc.V; i += WG) {
     const float y = p[yo + i];
-    const float e = exp(y - m);
+    const float e = weight(y, m);
     if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p) z += e;
   }
   const float inv = 1.0 / wg_sum(z);
   for (uint i = lid; i < pc.V; i += WG) {
     const float y = p[yo + i];
-    const float e = exp(y - m);
+    const float e = weight(y, m);
     p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p ? e * inv : 0.0;
   }
 }

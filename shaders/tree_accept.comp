@@ -5,6 +5,7 @@
 // duplicates under the root), so following the first matching child could stop short.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer Tok { uint token[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Head { uint head[]; };
 layout(set = 0, binding = 2, std430) readonly buffer Ret { int retrieve[]; };  // (L, W)
@@ -14,7 +15,7 @@ layout(set = 0, binding = 5, std430) writeonly buffer Acc { uint accepted[]; };
 layout(push_constant) uniform Push { uint W; } pc;  // max_depth + 1
 shared uint best[WG];
 void main() {
-  const uint lid = gl_LocalInvocationID.x, L = info[1];
+  const uint lid = gl_LocalInvocationID.x, L = info[kInfoLeaves];
   // Key = length in the high half, (0xffff - row) in the low half: max key = longest, lower row.
   uint key = 0;
   for (uint r = lid; r < L; r += WG) {
@@ -38,9 +39,9 @@ void main() {
   for (uint e = lid; e <= a; e += WG) accepted[e] = uint(retrieve[row * pc.W + e]);
   if (lid == 0) {
     const uint last = uint(retrieve[row * pc.W + a]);
-    info[5] = a;                          // kInfoAccepted
-    info[6] = row;                        // kInfoBestRow
-    info[7] = argmax[last];               // kInfoNextRoot
-    info[8] = a == 0 ? 0u : head[last];   // kInfoBestHead
+    info[kInfoAccepted] = a;
+    info[kInfoBestRow] = row;
+    info[kInfoNextRoot] = argmax[last];
+    info[kInfoBestHead] = a == 0 ? 0u : head[last];
   }
 }

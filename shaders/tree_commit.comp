@@ -2,10 +2,11 @@
 // commit_rows (DESIGN.md §4): cache rows t + accepted[e] → t + e for e = 0..a. The ranges
 // overlap, so each invocation owns one column and reads all a+1 source values of it before it
 // writes any: no other invocation touches that column, so no barrier is needed and the result
-// does not depend on the order of accepted[] (max_depth + 1 <= 64 rows).
+// does not depend on the order of accepted[] (max_depth + 1 <= kTreeMaxPath rows).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-const uint MAXROWS = 64;
+#include "vkspec/tree_limits.h"
+const uint MAXROWS = kTreeMaxPath;
 layout(set = 0, binding = 0, std430) readonly buffer Info { uint info[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Acc { uint accepted[]; };
 layout(set = 0, binding = 2, std430) buffer Cache { float cache[]; };
@@ -13,7 +14,7 @@ layout(push_constant) uniform Push { uint t, row_floats; } pc;
 void main() {
   const uint c = gl_GlobalInvocationID.x;
   if (c >= pc.row_floats) return;
-  const uint rows = min(info[5] + 1, MAXROWS);
+  const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
   float v[MAXROWS];
   for (uint e = 0; e < rows; ++e) v[e] = cache[(pc.t + accepted[e]) * pc.row_floats + c];
   for (uint e = 0; e < rows; ++e) cache[(pc.t + e) * pc.row_floats + c] = v[e];

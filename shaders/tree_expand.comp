@@ -1,11 +1,13 @@
 #version 450
 // draft_expand (DESIGN.md §2, EAGLE-2): one workgroup appends the F*k children of the frontier
-// at pool indices base + f*k + j, then ranks them by (score desc, pool index asc) and writes the
-// best next_F, in rank order, as the next frontier. Ranking by counting keeps the order
-// deterministic whatever the workgroup or subgroup size.
+// at pool indices base + f*k + j, then ranks them by (score desc, pool index asc) — the order of
+// order.glsl, so NaN scores rank last and the ranks are a permutation — and writes the best
+// next_F, in rank order, as the next frontier: every slot 0..next_F-1 is written exactly once.
+// Ranking by counting keeps the order deterministic whatever the workgroup or subgroup size.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-const uint NMAX = 512;  // F*k <= NMAX (host asserts)
+#include "order.glsl"
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) buffer Tok { uint token[]; };
 layout(set = 0, binding = 1, std430) buffer Par { int parent[]; };
 layout(set = 0, binding = 2, std430) buffer Dep { uint depth[]; };
@@ -18,7 +20,7 @@ layout(set = 0, binding = 8, std430) writeonly buffer Next { uint next_frontier[
 layout(push_constant) uniform Push {
   uint base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F;
 } pc;
-shared float cand[NMAX];
+shared uint key[kTreeMaxNodes];  // order_key of each new node's score; F*k <= kTreeMaxNodes (host asserts)
 void main() {
   const uint lid = gl_LocalInvocationID.x, n = pc.F * pc.k;
   for (uint i = lid; i < n; i += WG) {
@@ -32,13 +34,13 @@ void main() {
     depth[node] = depth[p] + 1;
     score[node] = s;
     head[node] = pc.head_id;
-    cand[i] = s;
+    key[i] = order_key(s);
   }
   barrier();
   for (uint i = lid; i < n; i += WG) {
-    const float s = cand[i];
+    const uint ki = key[i];
     uint rank = 0;
-    for (uint j = 0; j < n; ++j) rank += (cand[j] > s || (cand[j] == s && j < i)) ? 1u : 0u;
+    for (uint j = 0; j < n; ++j) rank += (key[j] > ki || (key[j] == ki && j < i)) ? 1u : 0u;
     if (rank < pc.next_F) next_frontier[pc.next_offset + rank] = pc.base + i;
   }
 }

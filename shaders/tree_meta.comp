@@ -5,7 +5,8 @@
 // host's promise (the attention kernel supports at most kAttentionMaxDepth levels).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-const uint NMAX = 512;
+#include "vkspec/tree_limits.h"
+const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
 const uint MAXW = NMAX / 32;
 layout(set = 0, binding = 0, std430) readonly buffer Par { int parent[]; };
 layout(set = 0, binding = 1, std430) writeonly buffer Dep { uint depth[]; };
@@ -54,6 +55,6 @@ void main() {
   if (lid == 0) {
     uint leaves = 0;
     for (uint j = 0; j < n; ++j) leaves += 1u - has_child[j];
-    info[1] = leaves;  // kInfoLeaves
+    info[kInfoLeaves] = leaves;
   }
 }

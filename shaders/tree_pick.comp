@@ -3,6 +3,7 @@
 // 32-bit array per dispatch (keeps every dispatch at 4 storage bindings).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer Info { uint info[]; };
 layout(set = 0, binding = 1, std430) readonly buffer A { uint a[]; };
 layout(set = 0, binding = 2, std430) readonly buffer B { uint b[]; };
@@ -11,5 +12,5 @@ layout(push_constant) uniform Push { uint n; } pc;
 void main() {
   const uint i = gl_GlobalInvocationID.x;
   if (i >= pc.n) return;
-  dst[i] = info[2] == 1u ? a[i] : b[i];
+  dst[i] = info[kInfoChosen] == 1u ? a[i] : b[i];
 }

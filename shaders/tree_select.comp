@@ -1,10 +1,15 @@
 #version 450
 // draft_select (DESIGN.md §2): keep the best B of pool nodes 1..count-1 by (score desc, index
-// asc) and renumber them in increasing pool index, root at 0. A parent scores >= its child and
-// has a lower index, so it always ranks ahead: the kept set is a tree and its parents come first.
+// asc) — the order of order.glsl, NaN last, so exactly B nodes are kept whatever the scores — and
+// renumber them in increasing pool index, root at 0. A parent scores >= its child and has a lower
+// index, so it always ranks ahead: the kept set is a tree and its parents come first. (Scores
+// from topk keep that: log-probs are <= 0 or NaN, and a NaN parent makes NaN children, which tie
+// and lose on index. For scores that break it, a kept node whose parent was dropped hangs under
+// the root: the output is still a well-formed tree.)
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-const uint NMAX = 512;  // count <= NMAX (host asserts)
+#include "order.glsl"
+#include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer PTok { uint p_token[]; };
 layout(set = 0, binding = 1, std430) readonly buffer PPar { int p_parent[]; };
 layout(set = 0, binding = 2, std430) readonly buffer PDep { uint p_depth[]; };
@@ -17,20 +22,22 @@ layout(set = 0, binding = 8, std430) writeonly buffer OSco { float o_score[]; };
 layout(set = 0, binding = 9, std430) writeonly buffer OHead { uint o_head[]; };
 layout(set = 0, binding = 10, std430) writeonly buffer OInfo { uint o_info[]; };
 layout(push_constant) uniform Push { uint count, B; } pc;
-shared float s[NMAX];
-shared uint kept[NMAX];
-shared uint newidx[NMAX];  // 0 = dropped (the root is 0 too, and parents map through it)
+// count <= kTreeMaxNodes (host asserts)
+shared uint key[kTreeMaxNodes];
+shared uint kept[kTreeMaxNodes];
+shared uint newidx[kTreeMaxNodes];  // 0 = dropped (the root is 0 too, and parents map through it)
 void main() {
   const uint lid = gl_LocalInvocationID.x, n = pc.count;
-  for (uint i = lid; i < n; i += WG) s[i] = p_score[i];
+  for (uint i = lid; i < n; i += WG) key[i] = order_key(p_score[i]);
   barrier();
   for (uint i = lid; i < n; i += WG) {
+    const uint ki = key[i];
     uint rank = 0;
-    for (uint j = 1; j < n; ++j) rank += (s[j] > s[i] || (s[j] == s[i] && j < i)) ? 1u : 0u;
+    for (uint j = 1; j < n; ++j) rank += (key[j] > ki || (key[j] == ki && j < i)) ? 1u : 0u;
     kept[i] = (i > 0 && rank < pc.B) ? 1u : 0u;
   }
   barrier();
-  // New index = 1 + number of kept nodes before i (counting: n <= 512, no scan needed).
+  // New index = 1 + number of kept nodes before i (counting: n <= kTreeMaxNodes, no scan needed).
   for (uint i = lid; i < n; i += WG) {
     uint idx = 0;
     if (kept[i] != 0) {
@@ -46,15 +53,15 @@ void main() {
     o_token[o] = p_token[i];
     o_parent[o] = int(newidx[uint(p_parent[i])]);  // the root maps to 0
     o_depth[o] = p_depth[i];
-    o_score[o] = s[i];
+    o_score[o] = p_score[i];
     o_head[o] = p_head[i];
   }
   if (lid == 0) {
     o_token[0] = p_token[0];
     o_parent[0] = -1;
     o_depth[0] = 0;
-    o_score[0] = s[0];
+    o_score[0] = p_score[0];
     o_head[0] = p_head[0];
-    o_info[0] = pc.B + 1;
+    o_info[kInfoNodes] = pc.B + 1;
   }
 }

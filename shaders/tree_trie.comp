@@ -5,10 +5,14 @@
 // into the first of them (its canonical node): score = max, head = 1 | 2 (3 = both). Then the
 // best n_out - 1 canonical nodes by (score desc, index asc) are kept and written parents first.
 // A folded parent scores >= its folded children and has a lower canonical index, so the kept set
-// is a tree. Shared memory: 3 arrays of kTrieMaxNodes u32 = 12 KiB.
+// is a tree. Scores are ranked and folded in the order of order.glsl (NaN last, -0 == +0): the
+// ranks are a permutation, so at most n_out - 1 nodes are kept whatever the scores.
+// Shared memory: 3 arrays of kTrieMaxNodes u32 = 12 KiB.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-const uint MMAX = 1024;
+#include "order.glsl"
+#include "vkspec/tree_limits.h"
+const uint MMAX = kTrieMaxNodes;
 const uint NONE = 0xffffffffu;
 layout(set = 0, binding = 0, std430) readonly buffer T1 { uint tok1[]; };
 layout(set = 0, binding = 1, std430) readonly buffer P1 { int par1[]; };
@@ -94,7 +98,7 @@ void main() {
     uint hb = from(u);
     for (uint v = u + 1; v < M; ++v)
       if (canon(v) == u) {
-        s = max(s, ss[v]);
+        s = order_max(s, ss[v]);  // max() is undefined for NaN
         hb |= from(v);
       }
     ss[u] = s;
@@ -104,9 +108,12 @@ void main() {
   // Rank the distinct (canonical, non-root) nodes; keep the best n_out - 1.
   for (uint u = 1 + lid; u < M; u += WG) {
     if (sb[u] == 0) continue;
-    const float s = ss[u];
+    const uint ku = order_key(ss[u]);
     uint rank = 0;
-    for (uint v = 1; v < M; ++v) rank += (sb[v] != 0 && (ss[v] > s || (ss[v] == s && v < u))) ? 1u : 0u;
+    for (uint v = 1; v < M; ++v) {
+      const uint kv = order_key(ss[v]);
+      rank += (sb[v] != 0 && (kv > ku || (kv == ku && v < u))) ? 1u : 0u;
+    }
     if (rank < pc.n_out - 1) {
       sa[u] |= 0x80000000u;
       atomicAdd(kept_count, 1u);
@@ -144,6 +151,6 @@ void main() {
     o_depth[0] = 0;
     o_score[0] = sc1[0];
     o_head[0] = 0;
-    o_info[0] = pc.n_out;  // kInfoNodes
+    o_info[kInfoNodes] = pc.n_out;
   }
 }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tree_order.hpp"
+
 namespace vkspec::test {
 
 namespace {
@@ -56,12 +58,7 @@ std::vector<float> load(const GgufFile& f, const std::string& name) {
 
 }  // namespace
 
-uint32_t argmax(std::span<const float> x) {
-  uint32_t best = 0;
-  for (uint32_t i = 1; i < x.size(); ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
+uint32_t argmax(std::span<const float> x) { return order_argmax(x); }
 
 CpuReference::CpuReference(const GgufFile& f, int max_ctx) : cfg_(read_llama_config(f)) {
   cap_ = max_ctx > 0 ? max_ctx : cfg_.ctx;

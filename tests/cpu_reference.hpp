@@ -64,7 +64,7 @@ class CpuReference {
   std::vector<float> kcache_, vcache_;  // (L, cap, Hkv*D)
 };
 
-// Index of the largest value, lowest index on ties.
+// Index of the largest value, lowest index on ties, NaN last (the GPU argmax: tree_order.hpp).
 uint32_t argmax(std::span<const float> x);
 
 }  // namespace vkspec::test

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -45,7 +46,11 @@ inline std::vector<float> uniform(size_t n, std::mt19937& rng, float a) {
 }
 
 // A Llama verifier, f32, tied output; attention-output and down projections scaled by `mix`.
-inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2) {
+// poison_output: an untied output.weight (the embedding) whose rows make hostile logits — rows
+// 3 and 40 NaN, row 7 / row 11 with one +inf / -inf weight (a logit of +-inf by the sign of the
+// hidden state's first entry), what a broken checkpoint gives the verifier's argmax.
+inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2,
+                                  bool poison_output = false) {
   LlamaConfig cfg;
   cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = 512;
   std::mt19937 rng(seed);
@@ -72,6 +77,15 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
     w.add_tensor_f32(name("ffn_down.weight"), {uF, uC}, uniform(uF * uC, rng, mix / std::sqrt(float(cfg.F))),
                      GgmlType::F32);
   }
+  if (poison_output) {
+    std::vector<float> out = emb;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (int r : {3, 40})
+      if (r < V) std::fill(out.begin() + size_t(r) * C, out.begin() + size_t(r + 1) * C, nan);
+    if (7 < V) out[size_t(7) * C] = inf;
+    if (11 < V) out[size_t(11) * C] = -inf;
+    w.add_tensor_f32("output.weight", {uC, uV}, out, GgmlType::F32);
+  }
   w.write(path);
   // The oracle head needs the final norm weights and embedding: stash them beside the file.
   std::ofstream(path + ".norm", std::ios::binary).write(reinterpret_cast<const char*>(norm.data()), C * 4);
@@ -80,8 +94,9 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
 
 // Writes an EAGLE head folder (model.safetensors + config.json) in Hugging Face layout.
 // mode 0: random weights (low acceptance). mode 1: oracle (see above). mode 2: oracle + noise.
+// nan: fc.weight all NaN (a broken head: every hidden state and logit it makes is NaN).
 inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const std::string& verifier_path, uint32_t seed,
-                       int mode, float noise = 0.0f) {
+                       int mode, float noise = 0.0f, bool nan = false) {
   const uint64_t C = vcfg.C, F = 64, H = vcfg.H, Hkv = vcfg.Hkv, D = vcfg.D;
   std::mt19937 rng(seed);
   std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> t;
@@ -92,6 +107,7 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
     std::ifstream(verifier_path + ".norm", std::ios::binary).read(reinterpret_cast<char*>(norm.data()), C * 4);
     for (uint64_t i = 0; i < C; ++i) fc[i * 2 * C + i] += norm[i];  // h = embed(tok) ⊙ w (+ noise)
   }
+  if (nan) std::fill(fc.begin(), fc.end(), std::numeric_limits<float>::quiet_NaN());
   const float layer = mode == 0 ? a : 0.0f;
   t.push_back({"fc.weight", {{C, 2 * C}, fc}});
   t.push_back({"fc.bias", {{C}, uniform(C, rng, mode == 0 ? 0.1f : 0.0f)}});
@@ -143,6 +159,8 @@ struct RigOptions {
   int mode1 = 2, mode2 = 2;           // see write_head: 0 random, 2 oracle
   float noise1 = 0, noise2 = 0;
   uint32_t context = 256, rows = 64;  // KV capacity and rows per pass, verifier and heads
+  bool nan_head1 = false;      // write_head(nan): head 1's weights are NaN
+  bool poison_output = false;  // write_verifier(poison_output): NaN / +-inf logits
 };
 
 struct SpecRig {
@@ -154,8 +172,8 @@ struct SpecRig {
   std::unique_ptr<EagleHead> head1, head2;
   SpecRig(Context& ctx, const std::string& name, const RigOptions& o)
       : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
-    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L);
-    write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1);
+    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output);
+    write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1, o.nan_head1);
     write_head(h2.path, cfg, gguf.path, o.seed2, o.mode2, o.noise2);
     file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
     ModelOptions mo;

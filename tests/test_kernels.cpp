@@ -5,7 +5,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "tree_order.hpp"
 #include "vk_fixture.hpp"
+#include "vkspec/tree_limits.h"
 #include "vkspec/dtype.hpp"
 
 using namespace vkspec;
@@ -375,6 +377,69 @@ TEST_CASE_FIXTURE(VkTest, "softmax, argmax and top-k over vocabulary rows match 
         }
       }
       check_close(sm, ref_sm, 1e-6f, 1e-4f, "softmax V=" + std::to_string(V));
+    }
+}
+
+TEST_CASE_FIXTURE(VkTest, "argmax and top-k rank NaN last and ±Inf in order, like the CPU reference") {
+  // Rows a broken model produces: scattered NaN / ±Inf / -0, all NaN, all -inf, NaN with a few
+  // finite values, two +inf (a tie), -inf with one NaN. The order is tree_order.hpp's.
+  const uint32_t T = 6;
+  uint32_t seed = 31;
+  for (uint32_t V : {1u, 5u, 37u, 300u, 4097u})
+    for (uint32_t wg : {32u, 64u}) {
+      std::mt19937 rng(seed++);
+      std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+      std::vector<float> x(size_t(T) * V);
+      for (uint32_t t = 0; t < T; ++t)
+        for (uint32_t v = 0; v < V; ++v) {
+          float& y = x[size_t(t) * V + v];
+          const uint32_t r = rng() % 8;
+          switch (t) {
+            case 0: y = r == 0 ? kNaN : r == 1 ? kInf : r == 2 ? -kInf : r == 3 ? -0.0f : r == 4 ? 0.0f : u(rng); break;
+            case 1: y = kNaN; break;
+            case 2: y = -kInf; break;
+            case 3: y = r == 0 ? u(rng) : kNaN; break;
+            case 4: y = v == V / 2 || v == V - 1 ? kInf : u(rng); break;
+            default: y = v == 0 ? kNaN : -kInf; break;
+          }
+        }
+      const uint32_t k = std::min(V, kTopkMax);
+      Buffer xb(ctx, x.size() * 4), ab(ctx, T * 4), ib(ctx, T * kTopkMax * 4), lb(ctx, T * kTopkMax * 4);
+      xb.upload(x);
+      KernelConfig cfg;
+      cfg.workgroup_size = wg;
+      Sequence seq(ctx);
+      seq.begin();
+      argmax(seq, Mat{&xb, 0, V}, ab, 0, T, V, cfg);
+      topk(seq, Mat{&xb, 0, V}, T, V, k, ib, lb, 0, kTopkMax, cfg);
+      seq.run();
+      auto am = ab.read<uint32_t>(T);
+      auto ids = ib.read<uint32_t>(T * kTopkMax);
+      auto lp = lb.read<float>(T * kTopkMax);
+      for (uint32_t t = 0; t < T; ++t) {
+        const float* r = &x[size_t(t) * V];
+        std::vector<uint32_t> order(V);
+        std::iota(order.begin(), order.end(), 0u);
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return ranks_before(r[a], a, r[b], b); });
+        INFO("V " << V << " wg " << wg << " row " << t);
+        CHECK(am[t] == order[0]);
+        CHECK(am[t] == order_argmax(std::span<const float>(r, V)));  // the CPU reference argmax agrees
+        // log-softmax over the non-NaN entries, m = the first-ranked value (topk.comp)
+        const double m = r[order[0]];
+        double s = 0;
+        for (uint32_t v = 0; v < V; ++v)
+          if (!std::isnan(r[v])) s += std::exp(double(r[v]) - m);
+        const double lse = m + std::log(s);
+        for (uint32_t j = 0; j < k; ++j) {
+          INFO("rank " << j);
+          CHECK(ids[t * kTopkMax + j] == order[j]);
+          const double want = double(r[order[j]]) - lse;
+          const float got = lp[t * kTopkMax + j];
+          if (std::isnan(want)) CHECK(std::isnan(got));
+          else if (std::isinf(want)) CHECK(got == float(want));
+          else CHECK(std::fabs(got - want) <= 1e-4 + 1e-5 * std::fabs(want));
+        }
+      }
     }
 }
 

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "spec_fixtures.hpp"
+#include "tree_order.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/engine.hpp"
 #include "vkspec/sample.hpp"
@@ -112,9 +113,10 @@ std::vector<float> ref_probs(std::vector<float> y, const SamplingOptions& o, con
         y[v] = y[v] > 0 ? y[v] / o.repeat_penalty : y[v] * o.repeat_penalty;
       }
   }
+  // The kernels' order (tree_order.hpp): value desc, id asc, NaN last.
   std::vector<uint32_t> order(V);
   std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return y[a] > y[b]; });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return ranks_before(y[a], a, y[b], b); });
   std::vector<float> p(V, 0.0f);
   if (o.temperature == 0) {
     p[order[0]] = 1;
@@ -123,14 +125,20 @@ std::vector<float> ref_probs(std::vector<float> y, const SamplingOptions& o, con
   for (auto& v : y) v = v / o.temperature;
   uint32_t keep = o.top_k && o.top_k < V ? o.top_k : V;
   const float m = y[order[0]];
+  // exp(y - m); 1 at the maximum (an infinite maximum shares the mass), 0 for NaN unless all are.
+  const auto weight = [m](float v) {
+    if (order_key(v) == order_key(m)) return 1.0f;
+    if (std::isnan(v)) return 0.0f;
+    return std::exp(v - m);
+  };
   // f32 like the kernel: at exact boundaries (equal logits) the cut depends on top_p * z in f32.
   float z = 0;
-  for (uint32_t r = 0; r < keep; ++r) z += std::exp(y[order[r]] - m);
+  for (uint32_t r = 0; r < keep; ++r) z += weight(y[order[r]]);
   if (o.top_p < 1) {
     float c = 0;
     uint32_t r = 0;
     while (r < keep) {
-      c += std::exp(y[order[r]] - m);
+      c += weight(y[order[r]]);
       ++r;
       if (c >= o.top_p * z) break;
     }
@@ -138,7 +146,7 @@ std::vector<float> ref_probs(std::vector<float> y, const SamplingOptions& o, con
   }
   double zz = 0;
   for (uint32_t r = 0; r < keep; ++r) {
-    const float e = std::exp(y[order[r]] - m);
+    const float e = weight(y[order[r]]);
     if (e >= o.min_p) zz += e, p[order[r]] = e;
   }
   for (auto& v : p) v = float(v / zz);
@@ -336,6 +344,71 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
       size_t support = 0;
       for (size_t i = 0; i < got.size(); ++i) support += (got[i] > 0) != (want[i] > 0);
       CHECK_MESSAGE(support == 0, what << ": kept sets differ in " << support << " entries");
+      check_close(got, want, 1e-6f, 1e-4f, what);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: G on NaN and ±Inf logits is a distribution equal to the CPU reference") {
+  // Rows of a broken verifier: scattered NaN / ±Inf, all NaN, two +inf (they share the mass),
+  // -inf with NaN; NaN never gets mass unless the whole row is NaN.
+  HostTree tr;
+  tr.push(3, -1, 0);
+  tr.push(5, 0, 1);
+  tr.push(2, 0, 1);
+  tr.push(5, 1, 1);
+  const uint32_t N = tr.size(), t = 5;
+  auto d = upload(ctx, tr, 3);
+  std::vector<uint32_t> hist(t + 1, 1);
+  Buffer seq_tokens(ctx, hist.size() * 4);
+  seq_tokens.upload(hist);
+  std::mt19937 rng(11);
+  for (uint32_t V : {1u, 7u, 37u, 300u}) {
+    std::vector<float> x(size_t(N) * V);
+    for (uint32_t i = 0; i < N; ++i)
+      for (uint32_t v = 0; v < V; ++v) {
+        const uint32_t r = rng() % 6;
+        const float f = 0.25f * float(int(rng() % 17) - 8);
+        float& y = x[size_t(i) * V + v];
+        switch (i) {
+          case 0: y = r == 0 ? kNaN : r == 1 ? kInf : r == 2 ? -kInf : f; break;
+          case 1: y = kNaN; break;
+          case 2: y = v == V / 3 || v == V - 1 ? kInf : r == 0 ? kNaN : f; break;
+          default: y = r < 2 ? kNaN : -kInf; break;
+        }
+      }
+    Buffer logits(ctx, x.size() * 4), probs(ctx, x.size() * 4);
+    logits.upload(x);
+    SamplingOptions cases[4];
+    cases[0].temperature = 1.0f;
+    cases[1].temperature = 0.8f, cases[1].top_p = 0.9f, cases[1].top_k = 5;
+    cases[2].temperature = 0.7f, cases[2].min_p = 0.05f, cases[2].repeat_penalty = 1.3f;
+    cases[3].temperature = 0.0f, cases[3].repeat_penalty = 1.2f;
+    for (const SamplingOptions& o : cases) {
+      Sequence seq(ctx);
+      seq.begin();
+      sample_probs(seq, Mat{&logits, 0, V}, Mat{&probs, 0, V}, N, V, o, seq_tokens, t, *d);
+      seq.run();
+      auto got = probs.read<float>(size_t(N) * V);
+      std::vector<float> want;
+      for (uint32_t i = 0; i < N; ++i) {
+        auto r = ref_probs(std::vector<float>(x.begin() + size_t(i) * V, x.begin() + size_t(i + 1) * V), o, hist, t, tr, i);
+        want.insert(want.end(), r.begin(), r.end());
+      }
+      const std::string what = "V " + std::to_string(V) + " T " + std::to_string(o.temperature);
+      for (uint32_t i = 0; i < N; ++i) {
+        double sum = 0;
+        bool finite = true, all_nan = true;
+        for (uint32_t v = 0; v < V; ++v) all_nan = all_nan && std::isnan(x[size_t(i) * V + v]);
+        for (uint32_t v = 0; v < V; ++v) {
+          const float q = got[size_t(i) * V + v];
+          finite = finite && std::isfinite(q) && q >= 0;
+          sum += q;
+          if (std::isnan(x[size_t(i) * V + v]) && !all_nan) CHECK_MESSAGE(q == 0.0f, what << " NaN logit got mass");
+        }
+        CHECK_MESSAGE(finite, what << " row " << i);
+        CHECK_MESSAGE(std::fabs(sum - 1.0) < 1e-4, what << " row " << i << " sums to " << sum);
+      }
       check_close(got, want, 1e-6f, 1e-4f, what);
     }
   }

@@ -33,6 +33,16 @@ struct EngineOptions {
   bool force_sampling_path = false;  // tests: G + rejection sampling even when greedy would do
 };
 
+// What the tree kernels take (vkspec/tree_limits.h), as option ranges. Each head drafts a pool of
+// 1 + K + (D-1)·K² candidates, ranked and selected by single-workgroup kernels that hold at most
+// kTreeMaxNodes nodes; the verified tree (1 + B nodes, 1 + 2B for merge / merge-trie) goes
+// through tree_meta and acceptance, which hold as many; a path holds at most kTreeMaxPath nodes.
+// The Engine refuses, by option name, whatever lies outside (before allocating anything).
+uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K², no wrap
+uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
+uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
+uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none
+
 struct GenerateStats {
   std::vector<uint32_t> tokens;  // generated ids, prompt excluded
   uint32_t steps = 0;            // verifier passes after the prompt
@@ -66,6 +76,8 @@ class Engine {
   void record_draft(Sequence& seq, HeadState& hs, uint32_t head_id);
   void record_ingest(Sequence& seq, HeadState& hs, Mat features, uint32_t t_from, uint32_t n);
   uint32_t verify_nodes() const;
+  uint32_t draft_depth() const { return opts_.strategy == Strategy::AR ? 0 : opts_.depth; }  // ar drafts nothing
+  void check_tree_options(const EagleHead* h1, const EagleHead* h2) const;
   bool sampling() const { return opts_.sampling.active() || opts_.force_sampling_path; }
   void record_sample_next(Sequence& seq, Mat logits_row, uint32_t t_last);
 
@@ -73,6 +85,9 @@ class Engine {
   LlamaModel& model_;
   EngineOptions opts_;
   std::vector<std::unique_ptr<HeadState>> heads_;
+  // params_ (host-visible i32): position ids the forwards read, [0, kIngestRows) prompt and
+  // ingest rows, then (D-1)·K draft positions (draft_pos_offset). Replaced by a GPU-side step
+  // state later (DESIGN.md §7); sized from the options until then.
   Buffer seq_tokens_, count_, params_, zero_, vargmax_, accepted_, feat_, readback_;
   uint32_t ingest_from_ = 0, ingest_n_ = 0;  // head ingest pending for the next step
   std::unique_ptr<DeviceTree> vtree_;

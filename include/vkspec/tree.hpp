@@ -10,6 +10,7 @@
 #include "vkspec/buffer.hpp"
 #include "vkspec/ops.hpp"
 #include "vkspec/sequence.hpp"
+#include "vkspec/tree_limits.h"
 
 namespace vkspec {
 
@@ -21,7 +22,7 @@ namespace vkspec {
 //   mask   u32 (cap, mask_words)   row i: bit j set iff j is an ancestor of i or i itself
 //   pos    i32 (cap)   t + depth (position ids for the verifier / head forward)
 //   retrieve i32 (cap, max_depth + 1)   root-to-leaf paths, root index 0 first, -1 padded
-//   info   u32 (16)    device-side counters, see TreeInfo
+//   info   u32 (kTreeInfoWords)   device-side counters, slots kInfo* (vkspec/tree_limits.h)
 struct DeviceTree {
   DeviceTree() = default;
   DeviceTree(Context& ctx, uint32_t cap, uint32_t max_depth);
@@ -29,24 +30,8 @@ struct DeviceTree {
   Buffer token, parent, depth, score, head, mask, pos, retrieve, info;
 };
 
-// Slots of DeviceTree::info.
-enum TreeInfo : uint32_t {
-  kInfoNodes = 0,     // number of nodes incl. root
-  kInfoLeaves = 1,    // rows of retrieve in use
-  kInfoChosen = 2,    // route: winning head (1 or 2)
-  kInfoMu1 = 3,       // route: μ_1 as f32 bits
-  kInfoMu2 = 4,       // route: μ_2 as f32 bits
-  kInfoAccepted = 5,  // accept: a (accepted draft tokens, root excluded)
-  kInfoBestRow = 6,   // accept: row of retrieve giving the accepted path
-  kInfoNextRoot = 7,  // accept: next root token (verifier argmax at the last accepted node)
-  kInfoBestHead = 8,  // accept: head that drafted the deepest accepted node (0 if a == 0)
-};
-
-
-// Largest tree / pool the single-workgroup tree kernels take (shared memory: <= 16 KiB each).
-constexpr uint32_t kTreeMaxNodes = 512;
-// merge_trie works on both pools at once: count1 + count2 - 1 <= kTrieMaxNodes.
-constexpr uint32_t kTrieMaxNodes = 1024;
+// Slots of DeviceTree::info (kInfoNodes, ...) and the kernels' node limits (kTreeMaxNodes,
+// kTrieMaxNodes, kTopkMax) live in vkspec/tree_limits.h, shared with the shaders.
 
 // ---- drafting (DESIGN.md §2, EAGLE-2) -------------------------------------------------------
 

@@ -44,7 +44,7 @@ void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, 
 }
 
 void accept_sample(Sequence& seq, const DeviceTree& tree, const AcceptSampleArgs& a, KernelConfig cfg) {
-  assert(a.n >= 1 && a.n <= tree.cap && a.n <= 512 && a.accepted && a.V >= 1);
+  assert(a.n >= 1 && a.n <= tree.cap && a.n <= kTreeMaxNodes && a.accepted && a.V >= 1);  // shared arrays
   const Buffer& info = a.info ? *a.info : tree.info;
   AcceptPush push{a.n,        a.V,  a.probs.offset,         a.probs.stride,
                   tree.max_depth + 1, a.step, uint32_t(a.seed), uint32_t(a.seed >> 32)};

@@ -11,6 +11,10 @@ namespace vkspec {
 
 using namespace ops;
 
+// A path of the tree is what the attention kernel walks, what a commit moves and what the
+// sampling window climbs: one limit for all three.
+static_assert(kTreeMaxPath == kAttentionMaxDepth);
+
 DeviceTree::DeviceTree(Context& ctx, uint32_t cap_, uint32_t max_depth_)
     : cap(cap_), max_depth(max_depth_), mask_words((cap_ + 31) / 32) {
   assert(cap_ >= 1);
@@ -23,7 +27,7 @@ DeviceTree::DeviceTree(Context& ctx, uint32_t cap_, uint32_t max_depth_)
   mask = Buffer(ctx, n * mask_words * 4);
   pos = Buffer(ctx, n * 4);
   retrieve = Buffer(ctx, n * (max_depth_ + 1) * 4);
-  info = Buffer(ctx, 16 * 4);
+  info = Buffer(ctx, kTreeInfoWords * 4);
 }
 
 namespace {
@@ -188,7 +192,7 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
 
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, uint32_t t, const Buffer& cache,
                  uint32_t row_floats, KernelConfig cfg) {
-  assert(tree.max_depth + 1 <= 64);  // rows held per invocation (tree_commit.comp MAXROWS)
+  assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
   CommitPush push{t, row_floats};
   const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 3, sizeof(push), cfg);
   seq.dispatch(p, {in(tree.info), in(accepted), out(cache)}, push, groups(row_floats, wg_of(p)), 1, 1, "commit_rows");

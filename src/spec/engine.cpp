@@ -5,6 +5,7 @@
 #include "vkspec/engine.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 
@@ -51,6 +52,13 @@ struct PutPush {
 
 int32_t* params_ptr(Buffer& b) { return static_cast<int32_t*>(b.mapped()); }
 
+// params_ layout (i32 position ids): [0, kIngestRows) prompt chunks and head ingest rows (a
+// prompt is at most kIngestRows tokens, an ingest a+1 <= D+1 rows); then draft level l = 1..D-1
+// at draft_pos_offset(l): the K positions of that level's frontier.
+constexpr uint32_t kIngestRows = 2048;
+uint32_t draft_pos_offset(uint32_t level, uint32_t K) { return kIngestRows + (level - 1) * K; }
+uint64_t params_words(uint32_t D, uint32_t K) { return kIngestRows + uint64_t(D > 1 ? D - 1 : 0) * K; }
+
 // seq_tokens[count[0]] = info[kInfoNextRoot]: the accepted (or sampled) next root goes into the
 // sequence on the GPU, so the next step needs nothing from the host.
 void put_next_root(Sequence& seq, const Buffer& info, const Buffer& count, Buffer& seq_tokens) {
@@ -61,6 +69,68 @@ void put_next_root(Sequence& seq, const Buffer& info, const Buffer& count, Buffe
   seq.dispatch(put, {in(info), in(count), out(seq_tokens)}, pp, 1, 1, 1, "put_token");
 }
 }  // namespace
+
+uint64_t draft_pool_nodes(uint32_t K, uint32_t D) {
+  return D == 0 ? 1 : 1 + uint64_t(K) + uint64_t(D - 1) * K * K;
+}
+
+uint32_t max_draft_depth(uint32_t K) {
+  uint32_t best = 0;
+  for (uint32_t D = 1; D < kTreeMaxPath && draft_pool_nodes(K, D) <= kTreeMaxNodes; ++D) best = D;
+  return best;
+}
+
+uint32_t max_draft_topk(uint32_t D, uint32_t V) {
+  uint32_t best = 0;
+  for (uint32_t K = 1; K <= std::min(kTopkMax, V) && draft_pool_nodes(K, D) <= kTreeMaxNodes; ++K) best = K;
+  return best;
+}
+
+uint32_t max_draft_budget(Strategy s, uint32_t K, uint32_t D) {
+  const uint64_t pool = draft_pool_nodes(K, D);
+  if (s == Strategy::AR || pool > kTreeMaxNodes) return 0;
+  const uint32_t heads = s == Strategy::Merge || s == Strategy::MergeTrie ? 2 : 1;
+  return uint32_t(std::min<uint64_t>(pool - 1, (kTreeMaxNodes - 1) / heads));
+}
+
+// Every limit a tree option meets, in the order a user fixes them: top-k, depth, their product
+// (the candidate pool), then the budget. Ranges are derived from vkspec/tree_limits.h, the
+// numbers the kernels size their shared arrays with, and compared without wrapping.
+void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
+  const uint32_t K = opts_.topk, D = opts_.depth, B = opts_.budget, V = uint32_t(model_.config().V);
+  const auto str = [](uint64_t x) { return std::to_string(x); };
+  if (K < 1 || K > kTopkMax)
+    throw Error("--topk must be in 1.." + str(kTopkMax) + " (the top-k kernel's limit), got " + str(K));
+  if (K > V)
+    throw Error("--topk " + str(K) + " exceeds the vocabulary of " + str(V) +
+                " tokens (a node has at most that many distinct children): use --topk <= " + str(V));
+  if (D < 1 || D > kTreeMaxPath - 1)
+    throw Error("--depth must be in 1.." + str(kTreeMaxPath - 1) + " (a root-to-leaf path of depth + 1 nodes is what "
+                "the attention and commit kernels hold: at most " + str(kTreeMaxPath) + "), got " + str(D));
+  const uint64_t pool = draft_pool_nodes(K, D);
+  if (pool > kTreeMaxNodes) {
+    std::string fix = "lower --depth or --topk";
+    if (max_draft_depth(K) >= 1) fix = "with --topk " + str(K) + " use --depth <= " + str(max_draft_depth(K));
+    if (max_draft_topk(D, V) >= 1) fix += ", with --depth " + str(D) + " use --topk <= " + str(max_draft_topk(D, V));
+    throw Error("--depth " + str(D) + " with --topk " + str(K) + " drafts a candidate pool of " + str(pool) +
+                " nodes per head (1 + K + (D-1)*K^2), more than the " + str(kTreeMaxNodes) +
+                " the tree kernels rank in one workgroup: " + fix);
+  }
+  if (B < 1 || B > pool - 1)
+    throw Error("--budget " + str(B) + " must be in 1.." + str(pool - 1) + " (the candidates depth " + str(D) +
+                " and top-k " + str(K) + " produce)");
+  const uint32_t maxB = max_draft_budget(opts_.strategy, K, D);
+  if (B > maxB)
+    throw Error("--budget " + str(B) + " gives " + strategy_name(opts_.strategy) + " a verified tree of " +
+                str(verify_nodes()) + " nodes, more than the " + str(kTreeMaxNodes) +
+                " the tree kernels hold: use --budget <= " + str(maxB));
+  if (verify_nodes() > model_.max_rows())
+    throw Error("a verified tree of " + str(verify_nodes()) + " nodes exceeds the verifier's " +
+                str(model_.max_rows()) + " rows per pass");
+  for (const EagleHead* h : {h1, h2})
+    if (h && h->max_rows() < K)
+      throw Error("--topk " + str(K) + " exceeds the draft head's " + str(h->max_rows()) + " rows per pass");
+}
 
 Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
     : ctx_(ctx), model_(model), opts_(opts) {
@@ -77,30 +147,21 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
                 "--repeat-penalty > 0, --repeat-window <= " + std::to_string(kSampleMaxWindow));
   const uint32_t K = opts.topk, D = opts.depth, B = opts.budget;
   if (s != Strategy::AR) {
-    if (K < 1 || K > 32) throw Error("--topk must be in 1..32 (the top-k kernel's limit), got " + std::to_string(K));
-    if (D < 1 || D + 1 > kAttentionMaxDepth)
-      throw Error("--depth must be in 1.." + std::to_string(kAttentionMaxDepth - 1) + ", got " + std::to_string(D));
-    const uint32_t pool_cap = 1 + K + (D - 1) * K * K;
-    if (B < 1 || B > pool_cap - 1)
-      throw Error("--budget " + std::to_string(B) + " must be in 1.." + std::to_string(pool_cap - 1) +
-                  " (the candidates depth " + std::to_string(D) + " and top-k " + std::to_string(K) + " produce)");
-    if (verify_nodes() > model.max_rows())
-      throw Error("a verified tree of " + std::to_string(verify_nodes()) + " nodes exceeds the verifier's " +
-                  std::to_string(model.max_rows()) + " rows per pass");
+    check_tree_options(h1, h2);  // before anything is allocated
+    const uint32_t pool_cap = uint32_t(draft_pool_nodes(K, D));  // <= kTreeMaxNodes, checked
     for (auto [h, id] : {std::pair{h1, 1u}, std::pair{h2, 2u}}) {
       if (!h || (id == 1 && !need1) || (id == 2 && !need2)) {
         heads_.push_back(nullptr);
         continue;
       }
-      if (h->max_rows() < K) throw Error("draft head rows per pass < --topk");
       auto hs = std::make_unique<HeadState>();
       hs->head = h;
       hs->pool = std::make_unique<DeviceTree>(ctx, pool_cap, D);
       hs->tree = std::make_unique<DeviceTree>(ctx, B + 1, D);
       hs->pool_count = pool_cap;
       hs->frontier = Buffer(ctx, (D + 1) * K * 4);
-      hs->ids = Buffer(ctx, K * 32 * 4);
-      hs->logp = Buffer(ctx, K * 32 * 4);
+      hs->ids = Buffer(ctx, K * kTopkMax * 4);
+      hs->logp = Buffer(ctx, K * kTopkMax * 4);
       hs->tok = Buffer(ctx, K * 4);
       hs->feat = Buffer(ctx, uint64_t(K) * pad4(uint32_t(model.config().C)) * 4);
       const uint32_t words = ((D - 1) * K + 31) / 32 + 1;
@@ -112,7 +173,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   seq_tokens_ = Buffer(ctx, uint64_t(model.capacity() + 64) * 4);
   count_ = Buffer(ctx, 16, MemoryKind::Host);
   readback_ = Buffer(ctx, 64 + (kAttentionMaxDepth + 2) * 4, MemoryKind::Host);
-  params_ = Buffer(ctx, 4096 * 4, MemoryKind::Host);
+  params_ = Buffer(ctx, params_words(draft_depth(), opts.topk) * 4, MemoryKind::Host);
   zero_ = Buffer(ctx, 64);
   zero_.upload(std::vector<uint32_t>(16, 0));
   vargmax_ = Buffer(ctx, uint64_t(model.max_rows()) * 4);
@@ -159,7 +220,7 @@ uint32_t Engine::verify_nodes() const {
 // .. t_from+n-1 take features f_j and tokens y[j+1] (the last one being the root).
 void Engine::record_ingest(Sequence& seq, HeadState& hs, Mat features, uint32_t t_from, uint32_t n) {
   int32_t* p = params_ptr(params_);
-  // params layout: [0, 2048) ingest positions; [2048 + level*64 ..) draft level positions.
+  assert(n <= kIngestRows);
   for (uint32_t r = 0; r < n; ++r) p[r] = int32_t(t_from + r);
   EagleHead::ForwardArgs a;
   a.N = n, a.t = t_from, a.kv_slot = t_from;
@@ -180,9 +241,9 @@ void Engine::record_draft(Sequence& seq, HeadState& hs, uint32_t head_id) {
   const uint32_t K = opts_.topk, D = opts_.depth, C = uint32_t(model_.config().C), V = uint32_t(model_.config().V);
   const uint32_t t = hs.t_head, words = ((D - 1) * K + 31) / 32 + 1;
   pool_init(seq, *hs.pool, seq_tokens_, t);
-  topk(seq, head.logits().row(hs.root_row), 1, V, K, hs.ids, hs.logp, 0, 32);
-  draft_expand(seq, *hs.pool, 1, zero_, 0, 1, hs.ids, hs.logp, 0, 32, K, head_id, hs.frontier, 0, K);
-  int32_t* p = params_ptr(params_) + 2048;
+  topk(seq, head.logits().row(hs.root_row), 1, V, K, hs.ids, hs.logp, 0, kTopkMax);
+  draft_expand(seq, *hs.pool, 1, zero_, 0, 1, hs.ids, hs.logp, 0, kTopkMax, K, head_id, hs.frontier, 0, K);
+  int32_t* p = params_ptr(params_);
   uint32_t base = 1;  // pool index of the first candidate of the current level
   for (uint32_t l = 1; l < D; ++l) {
     // Run the level-l frontier through the head: tokens, parents' h and mask rows first.
@@ -190,17 +251,18 @@ void Engine::record_draft(Sequence& seq, HeadState& hs, uint32_t head_id) {
     const Pipeline& gpipe = ops::simple_pipeline(ctx_, "draft_gather", 6, sizeof(GatherPush), {});
     seq.dispatch(gpipe, {in(hs.pool->token), in(hs.frontier), in(*head.hidden().buf), out(hs.tok), out(hs.feat), out(hs.mask)},
                  gp, K, 1, 1, "draft_gather");
-    for (uint32_t f = 0; f < K; ++f) p[l * 64 + f] = int32_t(t + l - 1);  // head position of a depth-l node
+    const uint32_t po = draft_pos_offset(l, K);
+    for (uint32_t f = 0; f < K; ++f) p[po + f] = int32_t(t + l - 1);  // head position of a depth-l node
     EagleHead::ForwardArgs a;
     a.N = K, a.t = t, a.kv_slot = t + (l - 1) * K;
     a.tokens = &hs.tok, a.tok_offset = 0;
     a.features = Mat{&hs.feat, 0, pad4(C)};
-    a.pos = &params_, a.pos_offset = 2048 + l * 64;
+    a.pos = &params_, a.pos_offset = po;
     a.mask = &hs.mask, a.mask_offset = (l - 1) * K * words, a.mask_words = words;
     head.forward(seq, a);
-    topk(seq, head.logits(), K, V, K, hs.ids, hs.logp, 0, 32);
+    topk(seq, head.logits(), K, V, K, hs.ids, hs.logp, 0, kTopkMax);
     const uint32_t next_base = l == 1 ? 1 + K : base + K * K;
-    draft_expand(seq, *hs.pool, next_base, hs.frontier, (l - 1) * K, K, hs.ids, hs.logp, 0, 32, K, head_id,
+    draft_expand(seq, *hs.pool, next_base, hs.frontier, (l - 1) * K, K, hs.ids, hs.logp, 0, kTopkMax, K, head_id,
                  hs.frontier, l * K, K);
     base = next_base;
   }
@@ -213,12 +275,12 @@ void Engine::prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
     if (hs) R = std::min(R, hs->head->max_rows());
   const uint32_t P = uint32_t(prompt.size());
   int32_t* p = params_ptr(params_);
-  for (uint32_t i = 0; i < P; ++i) p[i % 2048] = int32_t(i);  // chunks below never exceed 2048 rows
+  for (uint32_t i = 0; i < P; ++i) p[i % kIngestRows] = int32_t(i);  // check_fits: P <= kIngestRows
   for (uint32_t c0 = 0; c0 < P; c0 += R) {
     const uint32_t n = std::min(R, P - c0);
     LlamaModel::ForwardArgs a;
     a.N = n, a.t = c0, a.tokens = &seq_tokens_, a.tok_offset = c0;
-    a.pos = &params_, a.pos_offset = c0 % 2048;
+    a.pos = &params_, a.pos_offset = c0 % kIngestRows;
     a.logits_from = n - 1;
     model_.forward(seq, a);
     if (c0 + n == P) {
@@ -231,11 +293,11 @@ void Engine::prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
     // written by argmax (ordered by the recorder's hazard barriers).
     for (auto& hs : heads_)
       if (hs) {
-        // Positions of the chunk are already in params at c0 % 2048.. — same values the head needs.
+        // Positions of the chunk are already in params at c0 % kIngestRows.. — same values the head needs.
         EagleHead::ForwardArgs h;
         h.N = n, h.t = c0, h.kv_slot = c0, h.tokens = &seq_tokens_, h.tok_offset = c0 + 1;
         h.features = model_.hidden();
-        h.pos = &params_, h.pos_offset = c0 % 2048;
+        h.pos = &params_, h.pos_offset = c0 % kIngestRows;
         h.logits_from = n - 1;
         hs->head->forward(seq, h);
         hs->t_head = c0 + n;
@@ -249,7 +311,8 @@ void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) con
   if (P == 0) throw Error("the prompt is empty: give at least one token");
   for (uint32_t id : prompt)
     if (id >= V) throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(V) + ")");
-  const uint32_t slack = verify_nodes() + opts_.depth * opts_.topk + 2;
+  // Cache slots a step may write past the committed tokens: the verified tree, the draft levels.
+  const uint64_t slack = verify_nodes() + uint64_t(draft_depth()) * (draft_depth() ? opts_.topk : 0) + 2;
   if (uint64_t(P) + n_new + slack > model_.capacity())
     throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) +
                 " new tokens does not fit the context of " + std::to_string(model_.capacity()) +
@@ -257,7 +320,8 @@ void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) con
   for (auto& hs : heads_)
     if (hs && uint64_t(P) + n_new + slack > hs->head->capacity())
       throw Error("prompt + new tokens do not fit the draft head's context; raise --ctx");
-  if (P > 2048) throw Error("prompts longer than 2048 tokens are not supported yet");
+  if (P > kIngestRows)
+    throw Error("prompts longer than " + std::to_string(kIngestRows) + " tokens are not supported yet");
 }
 
 GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
@@ -266,7 +330,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   check_fits(prompt, n_new);
   const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
   GenerateStats st;
-  st.accept_hist.assign(opts_.depth + 2, 0);
+  st.accept_hist.assign(draft_depth() + 2, 0);
   if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
   const uint64_t waits0 = ctx_.host_waits();
   seq_tokens_.upload(prompt);
@@ -285,7 +349,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   uint32_t dispatches = 0;
 
   ingest_n_ = 0;  // prefill already ingested the prompt
-  const uint32_t window = opts_.depth + 2;  // tokens a step can commit, read back each step
+  const uint32_t window = draft_depth() + 2;  // tokens a step can commit, read back each step
   while (st.tokens.size() < n_new) {
     seq.begin();
     uint32_t a = 0;

@@ -1,0 +1,204 @@
+// Hostile input to the speculative engine (issue "Hostile input"): tree options past what the
+// kernels hold are refused by name; the extreme options that are accepted run clean and stay
+// lossless; NaN / Inf weights in a head or in the verifier's output never crash and never change
+// the tokens `ar` emits.
+#include <string>
+
+#include "cpu_reference.hpp"
+#include "spec_fixtures.hpp"
+#include "vk_fixture.hpp"
+#include "vkspec/engine.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+const Strategy kSpec[] = {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge,
+                          Strategy::MergeTrie};
+
+EngineOptions tree_opts(Strategy s, uint32_t depth, uint32_t topk, uint32_t budget) {
+  EngineOptions o;
+  o.strategy = s;
+  o.depth = depth, o.topk = topk, o.budget = budget;
+  return o;
+}
+
+// The Engine's error for these options ("" if it accepts them).
+std::string refusal(Context& ctx, SpecRig& rig, const EngineOptions& o) {
+  try {
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+  } catch (const Error& err) {
+    return err.what();
+  }
+  return "";
+}
+
+std::vector<std::vector<uint32_t>> some_prompts(int n, uint32_t V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<uint32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint32_t> p(1 + rng() % 8);
+    for (auto& x : p) x = rng() % V;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Every listed strategy with these options emits exactly ar's tokens on every prompt.
+void check_equals_ar(Context& ctx, SpecRig& rig, const std::vector<std::vector<uint32_t>>& ps,
+                     const std::vector<std::vector<uint32_t>>& want, EngineOptions o,
+                     std::initializer_list<Strategy> strategies, uint32_t n_new, const std::string& what) {
+  for (Strategy s : strategies) {
+    o.strategy = s;
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateStats st = e.generate(ps[i], n_new);
+      size_t same = 0;
+      while (same < want[i].size() && same < st.tokens.size() && st.tokens[same] == want[i][same]) ++same;
+      CHECK_MESSAGE(st.tokens == want[i], what << " " << strategy_name(s) << " prompt " << i
+                                               << ": first divergence from ar at token " << same);
+    }
+  }
+}
+
+std::vector<std::vector<uint32_t>> ar_tokens(Context& ctx, SpecRig& rig, const std::vector<std::vector<uint32_t>>& ps,
+                                             uint32_t n_new) {
+  Engine ar(ctx, *rig.model, nullptr, nullptr, EngineOptions{});
+  std::vector<std::vector<uint32_t>> want;
+  for (auto& p : ps) want.push_back(ar.generate(p, n_new).tokens);
+  return want;
+}
+
+}  // namespace
+
+TEST_CASE("engine: the accepted tree options are derived from the kernels' limits") {
+  // Pool 1 + K + (D-1)K^2 <= kTreeMaxNodes; depth + 1 <= kTreeMaxPath; verified tree <= kTreeMaxNodes.
+  CHECK(draft_pool_nodes(4, 4) == 1 + 4 + 3 * 16);
+  CHECK(draft_pool_nodes(kTopkMax, 4294967295u) > kTreeMaxNodes);  // no wrap
+  CHECK(max_draft_depth(1) == kTreeMaxPath - 1);
+  CHECK(max_draft_depth(kTopkMax) == 1);
+  CHECK(max_draft_topk(1, 96) == kTopkMax);
+  CHECK(max_draft_topk(1, 20) == 20);  // never past the vocabulary
+  CHECK(max_draft_topk(4, 96) == 12);  // 1 + 12 + 3*144 = 445; 13 gives 521
+  CHECK(max_draft_budget(Strategy::Merge, 8, 5) == (kTreeMaxNodes - 1) / 2);
+  CHECK(max_draft_budget(Strategy::Single1, 4, 4) == draft_pool_nodes(4, 4) - 1);
+  for (uint32_t K = 1; K <= kTopkMax; ++K)
+    for (uint32_t D = 1; D < kTreeMaxPath; ++D) {
+      const bool fits = draft_pool_nodes(K, D) <= kTreeMaxNodes;
+      CHECK(fits == (D <= max_draft_depth(K)));
+      CHECK(fits == (K <= max_draft_topk(D, 1000)));
+    }
+}
+
+TEST_CASE_FIXTURE(VkTest, "engine: tree options past the kernels' limits are refused by name, with the range") {
+  SpecRig rig(ctx, "hostile_opts", {});
+  struct Case {
+    Strategy s;
+    uint32_t depth, topk, budget;
+    const char* says;
+  };
+  const Case cases[] = {
+      // the issue's reproductions: pools of 3105, 785 and 521 nodes for 512-node kernels
+      {Strategy::Merge, 4, 32, 8, "candidate pool of 3105 nodes"},
+      {Strategy::MergeTrie, 4, 16, 8, "candidate pool of 785 nodes"},
+      {Strategy::Merge, 4, 13, 8, "with --depth 4 use --topk <= 12"},
+      {Strategy::Single1, 2, 23, 8, "with --topk 23 use --depth <= 1"},
+      {Strategy::Merge, 4, 33, 8, "--topk must be in 1..32"},
+      {Strategy::Merge, 4, 0, 8, "--topk must be in 1..32"},
+      {Strategy::Merge, 33, 1, 8, ""},  // accepted: depth 33..63 is fine with top-k 1
+      {Strategy::Merge, 64, 1, 8, "--depth must be in 1..63"},
+      {Strategy::Merge, 4294967295u, 4, 8, "--depth must be in 1..63"},  // D + 1 wraps to 0
+      {Strategy::Merge, 0, 4, 8, "--depth must be in 1..63"},
+      {Strategy::Merge, 4, 4, 53, "--budget 53 must be in 1..52"},
+      {Strategy::Merge, 5, 8, 256, "use --budget <= 255"},     // 513 verified nodes
+      {Strategy::Route, 5, 8, 64, "exceeds the verifier's 64 rows"},  // fits the kernels, not this model
+  };
+  for (const Case& c : cases) {
+    const std::string err = refusal(ctx, rig, tree_opts(c.s, c.depth, c.topk, c.budget));
+    INFO(strategy_name(c.s) << " depth " << c.depth << " topk " << c.topk << " budget " << c.budget << ": " << err);
+    if (*c.says == 0) CHECK(err.empty());
+    else CHECK(err.find(c.says) != std::string::npos);
+  }
+  // ar drafts nothing: its tree options are not used, whatever they are.
+  CHECK(refusal(ctx, rig, tree_opts(Strategy::AR, 4294967295u, 4294967295u, 4294967295u)).empty());
+  {
+    Engine ar(ctx, *rig.model, nullptr, nullptr, tree_opts(Strategy::AR, 4000000000u, 99, 0));
+    CHECK(ar.generate({1, 2, 3}, 4).tokens.size() == 4);
+  }
+  // Top-k above the vocabulary (the kernel would return no candidate): a clear error.
+  RigOptions small;
+  small.V = 20;
+  SpecRig tiny(ctx, "hostile_opts_v20", small);
+  const std::string err = refusal(ctx, tiny, tree_opts(Strategy::Merge, 1, 24, 8));
+  INFO(err);
+  CHECK(err.find("--topk 24 exceeds the vocabulary of 20 tokens") != std::string::npos);
+  CHECK(refusal(ctx, tiny, tree_opts(Strategy::Merge, 1, 20, 20)).empty());
+}
+
+TEST_CASE_FIXTURE(VkTest, "engine: the extreme accepted tree options run clean and emit ar's tokens") {
+  // Oracle-like heads (long accepted paths, so deep commits happen) on a model that takes the
+  // largest verified tree the kernels hold (2 * 255 + 1 = 511 rows).
+  RigOptions ro;
+  ro.mix = 0.05f, ro.noise1 = 0.25f, ro.noise2 = 0.5f;
+  ro.context = 1024, ro.rows = 512;
+  SpecRig rig(ctx, "hostile_extreme", ro);
+  const auto ps = some_prompts(1, uint32_t(rig.cfg.V), 5);  // one prompt: each step is a big tree
+  const uint32_t n_new = 32;
+  const auto want = ar_tokens(ctx, rig, ps, n_new);
+  const uint32_t Dmax = max_draft_depth(1), Kmax = max_draft_topk(1, uint32_t(rig.cfg.V));
+  REQUIRE(Dmax == 63);
+  REQUIRE(Kmax == 32);
+  // depth = max with top-k 1 (params past the old 4096-word host layout, 64-row commits)
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, Dmax, 1, Dmax), {Strategy::Merge, Strategy::MergeTrie},
+                  n_new, "depth max");
+  // top-k = max (the top-k stride, depth 1)
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, 1, Kmax, Kmax), {Strategy::Merge, Strategy::MergeTrie},
+                  n_new, "topk max");
+  // the largest budget: 511 verified nodes, pools of 265 (merge-trie ranks 529 candidates)
+  const uint32_t Bmax = max_draft_budget(Strategy::Merge, 8, 5);
+  REQUIRE(Bmax == 255);
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, 5, 8, Bmax), {Strategy::Merge, Strategy::MergeTrie},
+                  n_new, "budget max");
+  // the largest pool: 1 + 12 + 3*144 = 445 candidates per head
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, 4, 12, 64), {Strategy::Merge, Strategy::MergeTrie},
+                  n_new, "pool max");
+}
+
+TEST_CASE_FIXTURE(VkTest, "engine: NaN weights in a head never crash and every strategy still emits ar's tokens") {
+  // Head 1 is broken (all its logits NaN): its drafts rank by index, its scores are NaN, route
+  // never picks it, and the verifier decides every token as ever.
+  RigOptions ro;
+  ro.mix = 0.05f, ro.noise2 = 0.25f, ro.nan_head1 = true;
+  SpecRig rig(ctx, "hostile_nan_head", ro);
+  const auto ps = some_prompts(3, uint32_t(rig.cfg.V), 7);
+  const uint32_t n_new = 40;
+  const auto want = ar_tokens(ctx, rig, ps, n_new);
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, 4, 3, 6),
+                  {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}, n_new,
+                  "NaN head 1");
+  EngineOptions o = tree_opts(Strategy::Route, 4, 3, 6);
+  Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+  GenerateStats st = e.generate(ps[0], n_new);
+  CHECK(st.head_wins[1] == 0);  // μ_1 is NaN: head 2 wins every step
+  CHECK(st.tau > 1.5);          // and its drafts are accepted
+}
+
+TEST_CASE_FIXTURE(VkTest, "engine: NaN and ±Inf verifier logits: ar follows the CPU reference, every strategy follows ar") {
+  RigOptions ro;
+  ro.mix = 0.05f, ro.noise1 = 0.25f, ro.noise2 = 0.5f, ro.poison_output = true;
+  SpecRig rig(ctx, "hostile_nan_logits", ro);
+  const auto ps = some_prompts(3, uint32_t(rig.cfg.V), 9);
+  const uint32_t n_new = 40;
+  const auto want = ar_tokens(ctx, rig, ps, n_new);
+  // The verifier's argmax is defined on NaN / Inf (NaN last, ties to the lower id): ar's tokens
+  // are the CPU reference's, and a NaN row is never chosen.
+  CpuReference ref(*rig.file);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CHECK(ref.greedy(ps[i], int(n_new)) == want[i]);
+    for (uint32_t t : want[i]) CHECK((t != 3 && t != 40));
+  }
+  check_equals_ar(ctx, rig, ps, want, tree_opts(Strategy::Merge, 4, 3, 6),
+                  {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}, n_new,
+                  "NaN logits");
+}
