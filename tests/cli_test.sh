@@ -83,6 +83,8 @@ expect_error "a 23-digit --device index is past the end, not a stoul error" "dev
 expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
 expect_error "bench --budget , is refused instead of printing an empty table" "--budget expects one or more budgets" bench -m "$m" --budget ,
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
+expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
+expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295
 expect_error "a huge --budget is refused by name" "budget" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"

@@ -42,6 +42,11 @@ uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K²
 uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
 uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
 uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none
+// The draft options every strategy shares (top-k, depth, per-head budget against the kernels'
+// limits and the vocabulary); throws naming the option and its range. Callers that size buffers
+// from these options (rows per pass) check them first; Engine checks them again with the
+// strategy's own limit on the verified tree.
+void check_draft_options(uint32_t topk, uint32_t depth, uint32_t budget, uint32_t vocab);
 
 struct GenerateStats {
   std::vector<uint32_t> tokens;  // generated ids, prompt excluded

@@ -40,6 +40,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   co.device = args.get("device", "");
   // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+  // Top-k and depth next: the heads' rows per pass are sized from them. (Each budget is checked
+  // by the engine of its run; bench and --budget auto report one that cannot run and go on.)
+  if (!heads.empty()) check_draft_options(engine.topk, engine.depth, 1, uint32_t(read_llama_config(*file).V));
   ctx = std::make_unique<Context>(co);
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
   ModelOptions mo;

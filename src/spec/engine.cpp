@@ -96,8 +96,7 @@ uint32_t max_draft_budget(Strategy s, uint32_t K, uint32_t D) {
 // Every limit a tree option meets, in the order a user fixes them: top-k, depth, their product
 // (the candidate pool), then the budget. Ranges are derived from vkspec/tree_limits.h, the
 // numbers the kernels size their shared arrays with, and compared without wrapping.
-void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
-  const uint32_t K = opts_.topk, D = opts_.depth, B = opts_.budget, V = uint32_t(model_.config().V);
+void check_draft_options(uint32_t K, uint32_t D, uint32_t B, uint32_t V) {
   const auto str = [](uint64_t x) { return std::to_string(x); };
   if (K < 1 || K > kTopkMax)
     throw Error("--topk must be in 1.." + str(kTopkMax) + " (the top-k kernel's limit), got " + str(K));
@@ -119,6 +118,12 @@ void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const 
   if (B < 1 || B > pool - 1)
     throw Error("--budget " + str(B) + " must be in 1.." + str(pool - 1) + " (the candidates depth " + str(D) +
                 " and top-k " + str(K) + " produce)");
+}
+
+void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
+  const uint32_t K = opts_.topk, D = opts_.depth, B = opts_.budget;
+  const auto str = [](uint64_t x) { return std::to_string(x); };
+  check_draft_options(K, D, B, uint32_t(model_.config().V));
   const uint32_t maxB = max_draft_budget(opts_.strategy, K, D);
   if (B > maxB)
     throw Error("--budget " + str(B) + " gives " + strategy_name(opts_.strategy) + " a verified tree of " +
