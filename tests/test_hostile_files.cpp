@@ -19,6 +19,7 @@
 #include "vkspec/eagle_head.hpp"
 #include "vkspec/gguf.hpp"
 #include "vkspec/gguf_writer.hpp"
+#include "vkspec/llama2c.hpp"
 #include "vkspec/model_config.hpp"
 #include "vkspec/safetensors.hpp"
 #include "vkspec/tokenizer.hpp"
@@ -402,4 +403,18 @@ TEST_CASE_FIXTURE(VkTest, "hostile head config: EagleHead refuses what read_head
   h.edit("rope_theta", 10000.0);
   h.edit("rms_norm_eps", "tiny");
   expect_contains(error_of([&] { EagleHead(ctx, h.dir.path, model, 32, 8); }), {h.config_path(), "'rms_norm_eps'"});
+}
+
+// ---- llama2.c checkpoints ----------------------------------------------------------------------
+
+TEST_CASE("hostile llama2.c: a header whose size arithmetic wraps 64 bits is refused, not allocated") {
+  // dim=2^20 hidden=2 layers=1048574 heads=1 kv_heads=1 vocab=1 seq_len=14: 28 + 4 x floats is
+  // 2^64 + 28, so in 64 bits the header alone "matches" its own size, and the loader then asked
+  // for a vector of ~2^62 floats (std::length_error).
+  TempFile f("wrap.bin");
+  Bytes b;
+  for (int32_t v : {1 << 20, 2, 1048574, 1, 1, 1, 14}) b.put(v);
+  f.write(b.b);
+  expect_contains(error_of([&] { (void)llama2c_to_gguf(f.path); }),
+                  {f.path, "does not match its header", "expected 18446744073709551644 bytes"});
 }
