@@ -113,7 +113,10 @@ void SafetensorsFile::parse() {
   }
   if (!h.is_object()) fail(std::string("header: expected a JSON object, found ") + h.type_name());
   const uint64_t data0 = 8 + hlen, data_size = size_ - data0;
-  for (const auto& [name, v] : h.items()) {
+  for (auto item = h.cbegin(); item != h.cend(); ++item) {
+    // Named references, not a structured binding: the lambda below captures them.
+    const std::string& name = item.key();
+    const nlohmann::json& v = item.value();
     if (name == "__metadata__") {
       if (!v.is_object()) fail(std::string("'__metadata__': expected an object, found ") + v.type_name());
       continue;
