@@ -418,3 +418,17 @@ TEST_CASE("hostile llama2.c: a header whose size arithmetic wraps 64 bits is ref
   expect_contains(error_of([&] { (void)llama2c_to_gguf(f.path); }),
                   {f.path, "does not match its header", "expected 18446744073709551644 bytes"});
 }
+
+TEST_CASE("hostile tokenizer: an id past the vocabulary is a vkspec::Error from every accessor") {
+  GgufWriter w;
+  add_placeholder_llama_vocab(w, 300);
+  TempFile f("ids.gguf");
+  w.write(f.path);
+  GgufFile g = GgufFile::open(f.path);
+  const Tokenizer tok = Tokenizer::from_gguf(g);
+  for (uint32_t id : {300u, 0xffffffffu}) {
+    expect_contains(error_of([&] { (void)tok.token_text(id); }), {f.path, "token id " + std::to_string(id), "300 tokens"});
+    expect_contains(error_of([&] { (void)tok.token_type(id); }), {f.path, "token id " + std::to_string(id)});
+    expect_contains(error_of([&] { (void)tok.decode(std::vector<uint32_t>{5, id}); }), {f.path, "token id"});
+  }
+}

@@ -16,8 +16,22 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
 Tokenizer::Pre Tokenizer::pre() const { return impl_->pre; }
 size_t Tokenizer::vocab_size() const { return impl_->tokens.size(); }
-std::string_view Tokenizer::token_text(uint32_t id) const { return impl_->tokens.at(id); }
-TokenType Tokenizer::token_type(uint32_t id) const { return impl_->types.at(id); }
+namespace {
+void check_id(const Tokenizer::Impl& m, uint32_t id) {
+  if (id >= m.tokens.size())
+    throw Error(m.path + ": token id " + std::to_string(id) + " is out of range (vocab has " +
+                std::to_string(m.tokens.size()) + " tokens)");
+}
+}  // namespace
+
+std::string_view Tokenizer::token_text(uint32_t id) const {
+  check_id(*impl_, id);
+  return impl_->tokens[id];
+}
+TokenType Tokenizer::token_type(uint32_t id) const {
+  check_id(*impl_, id);
+  return impl_->types[id];
+}
 int64_t Tokenizer::bos() const { return impl_->bos; }
 int64_t Tokenizer::eos() const { return impl_->eos; }
 int64_t Tokenizer::unk() const { return impl_->unk; }
@@ -237,8 +251,7 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool add_special,
 
 std::string Tokenizer::token_bytes(uint32_t id, bool special) const {
   const Impl& m = *impl_;
-  if (id >= m.tokens.size()) throw Error("token id " + std::to_string(id) + " is out of range (vocab has " +
-                                         std::to_string(m.tokens.size()) + " tokens)");
+  check_id(m, id);
   const std::string& t = m.tokens[id];
   switch (m.types[id]) {
     case TokenType::Control:
