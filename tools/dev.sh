@@ -2,7 +2,10 @@
 # The two things a newcomer does on a fresh Debian 12 machine:
 #   bash tools/dev.sh demo   install what is needed, build, run generation with the bundled model
 #   bash tools/dev.sh test   install what is needed, build, run the whole test suite
-# and for developers: test-asan (the suite under ASan + UBSan), soak (10,000 tokens per strategy)
+# and for developers:
+#   bash tools/dev.sh test-asan        the file, option and tree tests + CLI scripts under ASan + UBSan
+#   bash tools/dev.sh fuzz [SECONDS]   build the libFuzzer harnesses, run each SECONDS (default 60)
+#   bash tools/dev.sh soak             10,000 tokens per strategy against ar, memory flat
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +56,32 @@ case "${1:-}" in
     cd build
     exec ctest --output-on-failure -j 2
     ;;
+  fuzz)
+    # The libFuzzer harnesses (tests/fuzz/) under ASan + UBSan, each run for SECONDS (default 60)
+    # from seeds derived from models/ and ../shared/; exits non-zero if any harness found a crash
+    # (its input is left in build-fuzz/artifacts/<harness>/).
+    packages+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+    install_deps
+    secs="${2:-60}"
+    CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DVKSPEC_FUZZ=ON -DBUILD_TESTING=OFF >&2
+    cmake --build build-fuzz -j "$(nproc)" --target fuzzers fuzz_seeds >&2
+    failed=0
+    for h in build-fuzz/fuzz_*; do
+      [ -f "$h" ] && [ -x "$h" ] || continue
+      name=$(basename "$h")
+      rm -rf "build-fuzz/artifacts/$name"  # this run's findings only
+      mkdir -p "build-fuzz/corpus/$name" "build-fuzz/artifacts/$name"
+      rc=0
+      "$h" -max_total_time="$secs" -timeout=25 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$name/" \
+        "build-fuzz/corpus/$name" "build-fuzz/fuzz-seeds/$name" > "build-fuzz/$name.log" 2>&1 || rc=$?
+      execs=$(awk '/stat::number_of_executed_units/ {print $2}' "build-fuzz/$name.log")
+      found=$(find "build-fuzz/artifacts/$name" -type f | wc -l)
+      echo "$name: ${execs:-?} execs in ${secs}s, exit $rc, $found crash input(s); log build-fuzz/$name.log"
+      [ "$rc" -eq 0 ] && [ "$found" -eq 0 ] || failed=1
+    done
+    exit $failed
+    ;;
   test-asan)
     # The suite built with AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the
     # test). Leak checking is off: the Vulkan loader and lavapipe are unloaded before exit, so
@@ -73,7 +102,7 @@ case "${1:-}" in
     exec build/vkspec_tests -tc='soak*' -s
     ;;
   *)
-    echo "usage: bash tools/dev.sh demo|test|test-asan|soak" >&2
+    echo "usage: bash tools/dev.sh demo|test|test-asan|fuzz [SECONDS]|soak" >&2
     exit 2
     ;;
 esac

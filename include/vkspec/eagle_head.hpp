@@ -3,7 +3,9 @@
 // lm_head. Loaded from a folder with model.safetensors + config.json (published head layout).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "vkspec/model.hpp"
 
@@ -13,6 +15,19 @@ struct HeadConfig {
   int C = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0;
   float rms_eps = 1e-6f, rope_theta = 10000.0f;
 };
+
+// Every integer in a head's config.json is at most this: real heads are far below it, and it keeps
+// every buffer row (2F, H*D + 2*Hkv*D) within 32-bit arithmetic.
+constexpr int64_t kMaxHeadDim = int64_t(1) << 24;
+
+// A head's config.json: hidden_size, num_attention_heads, num_key_value_heads (default: heads),
+// intermediate_size, vocab_size as exact integers in 1..kMaxHeadDim; rms_norm_eps and rope_theta
+// range-checked as the verifier's are; head_dim, if given, equal to hidden_size / heads. Throws
+// vkspec::Error naming `path` and the key. No Vulkan: the fuzzers call it directly.
+HeadConfig parse_head_config(std::string_view json_text, const std::string& path);
+HeadConfig read_head_config(const std::string& config_path);
+// Refuses a head whose width, vocabulary or head width does not fit the verifier.
+void check_head_fits(const HeadConfig& c, const LlamaConfig& verifier, const std::string& head_path);
 
 class EagleHead {
  public:

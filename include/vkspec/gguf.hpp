@@ -7,8 +7,9 @@
 //   n_tensors x { string name, u32 n_dims, u64 dims[n_dims] (innermost first), u32 ggml_type, u64 offset }
 //   zero padding to general.alignment (default 32), then the data section; offsets are relative
 //   to it and multiples of the alignment.
-// Every count read from the file is bounded by the bytes that remain before anything is
-// allocated, so a lying file fails with a message instead of a giant allocation.
+// Every count read from the file is bounded before anything is allocated, by the bytes that remain
+// after what earlier counts promised and by a fixed budget for the parsed tables, so a lying file
+// fails with a message instead of a giant allocation.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,10 @@ class GgufFile {
  public:
   // Maps and parses the file; throws vkspec::Error naming the file and the field on any defect.
   static GgufFile open(const std::string& path);
+  // Parses bytes already in memory (`name` stands for the path in messages). The fuzzers use
+  // it: a heap buffer lets AddressSanitizer see any read past the end, which a page-rounded
+  // mapping would hide.
+  static GgufFile from_bytes(std::string name, std::vector<uint8_t> bytes);
 
   GgufFile(GgufFile&& o) noexcept;
   GgufFile& operator=(GgufFile&& o) noexcept;
@@ -119,7 +124,9 @@ class GgufFile {
   void parse();
 
   std::string path_;
-  const uint8_t* base_ = nullptr;  // mmap'd bytes (nullptr for an empty mapping)
+  const uint8_t* base_ = nullptr;  // mmap'd or owned bytes (nullptr when empty)
+  bool mapped_ = false;            // base_ is a mapping to unmap
+  std::vector<uint8_t> owned_;     // from_bytes
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -23,6 +23,13 @@ struct LlamaConfig {
 // the file and the key or tensor (with expected and found shapes).
 LlamaConfig read_llama_config(const GgufFile& f);
 
+// Range checks shared by every reader of hyperparameters (the verifier's GGUF metadata, a draft
+// head's config.json). `where` names the file and the key ("<file>: metadata key 'x'"); each
+// returns the value as the runtime uses it or throws vkspec::Error "<where>: expected ..., found ...".
+int check_positive_int(int64_t v, int64_t max, const std::string& where);
+float check_rms_eps(double v, const std::string& where);     // 0 < eps < 1 as a float
+float check_rope_theta(double v, const std::string& where);  // positive and finite as a float
+
 // The per-layer tensor name, e.g. blk_name(3, "attn_q.weight") == "blk.3.attn_q.weight".
 std::string blk_name(int layer, const char* suffix);
 

@@ -20,7 +20,11 @@ class SafetensorsFile {
  public:
   // Throws vkspec::Error naming the file and the field on any defect (bad header, offsets past
   // the end, size that disagrees with dtype × shape, unsupported dtype).
+  // Shapes and offsets must be non-negative integers, offsets inside the data section, and
+  // shape x dtype size (overflow-checked) equal to the byte range.
   static SafetensorsFile open(const std::string& path);
+  // The same from bytes in memory (`name` stands for the path in messages); for the fuzzers.
+  static SafetensorsFile from_bytes(std::string name, std::vector<uint8_t> bytes);
   SafetensorsFile(SafetensorsFile&&) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&&) = delete;
   ~SafetensorsFile();
@@ -30,8 +34,12 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  void parse();
+  [[noreturn]] void fail(const std::string& msg) const;
   std::string path_;
-  void* map_ = nullptr;
+  void* map_ = nullptr;         // open(): the mapping
+  std::vector<uint8_t> owned_;  // from_bytes()
+  const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   std::map<std::string, SafeTensor> tensors_;
 };

@@ -1,8 +1,11 @@
 #include "vkspec/eagle_head.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/safetensors.hpp"
@@ -51,7 +54,87 @@ DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& par
   return upload_weight(ctx, all_f32 ? WeightType::F32 : WeightType::F16, uint32_t(N), uint32_t(K), raw.data());
 }
 
+// The JSON value under `key` as the runtime reads it; every failure names the file and the key.
+struct ConfigReader {
+  const nlohmann::json& j;
+  const std::string& path;
+
+  std::string where(const char* key) const { return path + ": key '" + key + "'"; }
+  const nlohmann::json* find(const char* key) const {
+    auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  }
+  // An exact integer in 1..max: no truncation of 2^32 + 192 to 192, no 192.5 read as 192.
+  int integer(const char* key, const nlohmann::json& v) const {
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      return check_positive_int(u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(u), kMaxHeadDim, where(key));
+    }
+    if (v.is_number_integer()) return check_positive_int(v.get<int64_t>(), kMaxHeadDim, where(key));
+    if (v.is_number_float())
+      throw Error(where(key) + ": expected an integer, found " + (std::isfinite(v.get<double>()) ? v.dump() : "a number out of range"));
+    throw Error(where(key) + ": expected an integer, found " + v.type_name());
+  }
+  int integer(const char* key) const {
+    const nlohmann::json* v = find(key);
+    if (!v) throw Error(where(key) + ": missing (expected an integer)");
+    return integer(key, *v);
+  }
+  double number(const char* key, double fallback) const {
+    const nlohmann::json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) throw Error(where(key) + ": expected a number, found " + v->type_name());
+    return v->get<double>();
+  }
+};
+
 }  // namespace
+
+HeadConfig parse_head_config(std::string_view json_text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw Error(path + ": expected a JSON object, found " + std::string(j.type_name()));
+  const ConfigReader r{j, path};
+  HeadConfig c;
+  c.C = r.integer("hidden_size");
+  c.H = r.integer("num_attention_heads");
+  const nlohmann::json* kv = r.find("num_key_value_heads");
+  c.Hkv = kv ? r.integer("num_key_value_heads", *kv) : c.H;
+  c.F = r.integer("intermediate_size");
+  c.V = r.integer("vocab_size");
+  c.rms_eps = check_rms_eps(r.number("rms_norm_eps", 1e-6), r.where("rms_norm_eps"));
+  c.rope_theta = check_rope_theta(r.number("rope_theta", 10000.0), r.where("rope_theta"));
+  if (c.C % c.H != 0 || c.H % c.Hkv != 0)
+    throw Error(path + ": head counts " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) +
+                " (num_attention_heads/num_key_value_heads) do not divide hidden_size " + std::to_string(c.C));
+  c.D = c.C / c.H;
+  // Published configs may state the head width; one that disagrees is another layout.
+  if (const nlohmann::json* hd = r.find("head_dim"); hd && r.integer("head_dim", *hd) != c.D)
+    throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
+                ", found " + hd->dump());
+  return c;
+}
+
+HeadConfig read_head_config(const std::string& config_path) {
+  std::ifstream f(config_path, std::ios::binary);
+  if (!f) throw Error(config_path + ": cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_head_config(ss.str(), config_path);
+}
+
+void check_head_fits(const HeadConfig& c, const LlamaConfig& vc, const std::string& head_path) {
+  auto refuse = [&](const std::string& what) {
+    throw Error("draft head " + head_path + " does not fit the verifier: " + what);
+  };
+  if (c.C != vc.C) refuse("hidden_size " + std::to_string(c.C) + " != verifier width " + std::to_string(vc.C));
+  if (c.V != vc.V) refuse("vocab_size " + std::to_string(c.V) + " != verifier vocab " + std::to_string(vc.V));
+  if (c.D > int(kAttentionMaxHeadDim) || c.D % 2) refuse("head width " + std::to_string(c.D) + " unsupported");
+}
 
 EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
                      uint32_t max_rows)
@@ -67,36 +150,9 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   }
   path_ = st.string();
   if (!fs::exists(st)) throw Error("draft head " + path + ": no model.safetensors at " + st.string());
-  std::ifstream jf(cj);
-  if (!jf) throw Error("draft head " + path + ": no config.json at " + cj.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(jf);
-  } catch (const std::exception& e) {
-    throw Error(cj.string() + ": not valid JSON: " + e.what());
-  }
-  auto req = [&](const char* key) -> int {
-    if (!j.contains(key) || !j[key].is_number_integer()) throw Error(cj.string() + ": missing integer '" + key + "'");
-    return j[key].get<int>();
-  };
-  cfg_.C = req("hidden_size");
-  cfg_.H = req("num_attention_heads");
-  cfg_.Hkv = j.contains("num_key_value_heads") ? req("num_key_value_heads") : cfg_.H;
-  cfg_.F = req("intermediate_size");
-  cfg_.V = req("vocab_size");
-  cfg_.rms_eps = j.value("rms_norm_eps", 1e-6f);
-  cfg_.rope_theta = j.value("rope_theta", 10000.0f);
-  const LlamaConfig& vc = verifier.config();
-  auto refuse = [&](const std::string& what) {
-    throw Error("draft head " + path + " does not fit the verifier: " + what);
-  };
-  if (cfg_.C != vc.C) refuse("hidden_size " + std::to_string(cfg_.C) + " != verifier width " + std::to_string(vc.C));
-  if (cfg_.V != vc.V) refuse("vocab_size " + std::to_string(cfg_.V) + " != verifier vocab " + std::to_string(vc.V));
-  if (cfg_.H <= 0 || cfg_.Hkv <= 0 || cfg_.C % cfg_.H || cfg_.H % cfg_.Hkv)
-    refuse("head counts " + std::to_string(cfg_.H) + "/" + std::to_string(cfg_.Hkv) + " do not divide width " +
-           std::to_string(cfg_.C));
-  cfg_.D = cfg_.C / cfg_.H;
-  if (cfg_.D > int(kAttentionMaxHeadDim) || cfg_.D % 2) refuse("head width " + std::to_string(cfg_.D) + " unsupported");
+  if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
+  cfg_ = read_head_config(cj.string());
+  check_head_fits(cfg_, verifier.config(), path);
 
   const SafetensorsFile sf = SafetensorsFile::open(path_);
   struct Checked {  // every tensor the head reads passes the NaN/Inf check on its way in

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -132,13 +133,31 @@ std::string GgufTensor::shape_str() const {
 
 namespace {
 
+// Memory the parsed tables may take, whatever the file claims: metadata entries, string-array
+// views, nested arrays and tensor infos. A real vocabulary of 256k tokens with its merges needs
+// ~10 MB; anything past this is a hostile or broken file.
+constexpr uint64_t kTableBudget = 64ull << 20;
+// Heap cost of one metadata entry / tensor info, with its hash-index node.
+constexpr uint64_t kIndexNodeBytes = 64;
+
+// Bytes are bounded in two ways before anything is allocated:
+//  - `promised`: the minimum encoded size of every item a count has declared but the parser has
+//    not reached yet. A count may only claim what is left after those promises, so sibling
+//    arrays (or metadata entries and tensor infos) cannot each claim the same remaining bytes,
+//    and everything declared fits in the file at once.
+//  - `budget`: heap bytes the tables may still take (kTableBudget in all).
 struct Cursor {
   const GgufFile& file;
   const uint8_t* base;
   uint64_t size;
   uint64_t pos = 0;
+  uint64_t promised = 0;
+  uint64_t budget = kTableBudget;
 
   uint64_t remaining() const { return size - pos; }
+  // An item longer than its minimum may read into bytes promised to later items (which will
+  // then be found truncated): saturate rather than wrap.
+  uint64_t available() const { return promised < remaining() ? remaining() - promised : 0; }
 
   // `what` names the field being read so a short file says which part was cut off.
   void need(uint64_t n, const std::string& what) const {
@@ -156,18 +175,44 @@ struct Cursor {
     pos += sizeof(T);
     return v;
   }
-  std::string_view read_string(const std::string& what) {
-    const uint64_t n = read<uint64_t>(what + " length");
-    if (n > remaining()) {
+  // `what()` is only built on failure: it runs once per vocabulary string otherwise.
+  template <class What>
+  std::string_view read_string(const What& what) {
+    if (remaining() < 8) need(8, what() + " length");
+    const uint64_t n = load<uint64_t>(base + pos);
+    pos += 8;
+    if (n > available()) {
       std::ostringstream os;
-      os << what << ": string length " << n << " runs past the end of the file (only "
-         << remaining() << " bytes remain at offset " << pos << ")";
+      os << what() << ": string length " << n << " runs past the end of the file (only " << available()
+         << " bytes remain at offset " << pos << (promised ? " after what earlier counts promised" : "") << ")";
       file.fail(os.str());
     }
     std::string_view s(reinterpret_cast<const char*>(base + pos), size_t(n));
     pos += n;
     return s;
   }
+
+  // A count declares `count` items of at least `min_size` bytes each, each taking `heap` bytes
+  // once parsed. Checked against the unpromised bytes and the budget, then promised.
+  // `what` names the count ("tensor count 7"), `unit` one item ("tensor info").
+  void claim(uint64_t count, uint64_t min_size, uint64_t heap, const std::string& what, const char* unit) {
+    if (count > available() / min_size) {
+      std::ostringstream os;
+      os << what << " is impossible: needs at least " << min_size << " bytes per " << unit << ", but only "
+         << available() << " bytes remain" << (promised ? " after what earlier counts promised" : "");
+      file.fail(os.str());
+    }
+    if (heap && count > budget / heap) {
+      std::ostringstream os;
+      os << what << " is refused: it would take more than the " << (kTableBudget >> 20)
+         << " MiB this reader allows for the metadata and tensor tables in memory";
+      file.fail(os.str());
+    }
+    promised += count * min_size;
+    budget -= count * heap;
+  }
+  // The parser reached one of the promised items: its bytes are now read, not promised.
+  void begin_item(uint64_t min_size) { promised -= min_size; }
 };
 
 // Smallest encoding of one element of type t (so `count * min_size <= remaining` bounds counts).
@@ -176,8 +221,6 @@ uint64_t min_encoded_size(GgufType t) {
   if (t == GgufType::ARRAY) return 4 + 8;        // element type + count
   return gguf_scalar_size(t);
 }
-
-void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth);
 
 void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
   if (depth > 4) c.file.fail("metadata key '" + key + "': arrays nested deeper than 4 levels");
@@ -188,35 +231,40 @@ void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
   v.elem_type = GgufType(et);
   v.count = c.read<uint64_t>("metadata key '" + key + "' array count");
   const uint64_t min_size = min_encoded_size(v.elem_type);
-  if (v.count > c.remaining() / min_size) {
-    std::ostringstream os;
-    os << "metadata key '" << key << "': array count " << v.count << " of "
-       << gguf_type_name(v.elem_type) << " needs at least " << min_size
-       << " bytes each, but only " << c.remaining() << " bytes remain";
-    c.file.fail(os.str());
-  }
+  const uint64_t heap = v.elem_type == GgufType::STRING  ? sizeof(std::string_view)
+                        : v.elem_type == GgufType::ARRAY ? sizeof(GgufValue)
+                                                         : 0;  // numbers stay in the mapping
+  c.claim(v.count, min_size, heap,
+          "metadata key '" + key + "': array count " + std::to_string(v.count) + " of " + gguf_type_name(v.elem_type),
+          "element");
   if (v.elem_type == GgufType::STRING) {
-    v.strings.reserve(size_t(v.count));  // bounded: count <= remaining / 8
-    for (uint64_t i = 0; i < v.count; ++i)
-      v.strings.push_back(c.read_string("metadata key '" + key + "' element " + std::to_string(i)));
-  } else if (v.elem_type == GgufType::ARRAY) {
-    v.arrays.resize(size_t(v.count));
+    v.strings.reserve(size_t(v.count));  // claimed above: within the file and the budget
     for (uint64_t i = 0; i < v.count; ++i) {
-      v.arrays[i].type = GgufType::ARRAY;
-      read_array(c, v.arrays[i], key + "[" + std::to_string(i) + "]", depth + 1);
+      c.begin_item(min_size);
+      v.strings.push_back(
+          c.read_string([&] { return "metadata key '" + key + "' element " + std::to_string(i); }));
+    }
+  } else if (v.elem_type == GgufType::ARRAY) {
+    v.arrays.reserve(size_t(v.count));  // claimed above
+    for (uint64_t i = 0; i < v.count; ++i) {
+      c.begin_item(min_size);
+      GgufValue& e = v.arrays.emplace_back();
+      e.type = GgufType::ARRAY;
+      read_array(c, e, key + "[" + std::to_string(i) + "]", depth + 1);
     }
   } else {
+    c.begin_item(v.count * min_size);  // the elements are read right here
     v.raw = c.base + c.pos;
-    c.pos += v.count * min_size;  // checked above
+    c.pos += v.count * min_size;
   }
 }
 
-void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth) {
+void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key) {
   v.type = type;
   if (type == GgufType::STRING) {
-    v.str = c.read_string("metadata key '" + key + "' string value");
+    v.str = c.read_string([&] { return "metadata key '" + key + "' string value"; });
   } else if (type == GgufType::ARRAY) {
-    read_array(c, v, key, depth);
+    read_array(c, v, key, 0);
   } else {
     const size_t n = gguf_scalar_size(type);
     c.need(n, "metadata key '" + key + "' " + gguf_type_name(type) + " value");
@@ -252,8 +300,19 @@ GgufFile GgufFile::open(const std::string& path) {
     }
     f.base_ = static_cast<const uint8_t*>(p);
   }
+  f.mapped_ = f.base_ != nullptr;
   ::close(fd);  // the mapping keeps the file alive
   f.parse();    // on throw, f's destructor unmaps
+  return f;
+}
+
+GgufFile GgufFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
+  GgufFile f;
+  f.path_ = std::move(name);
+  f.owned_ = std::move(bytes);
+  f.base_ = f.owned_.empty() ? nullptr : f.owned_.data();
+  f.size_ = f.owned_.size();
+  f.parse();
   return f;
 }
 
@@ -261,8 +320,10 @@ GgufFile::GgufFile(GgufFile&& o) noexcept { *this = std::move(o); }
 
 GgufFile& GgufFile::operator=(GgufFile&& o) noexcept {
   if (this != &o) {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), size_t(size_));
+    if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_t(size_));
     path_ = std::move(o.path_);
+    owned_ = std::move(o.owned_);  // a moved vector keeps its buffer: views into it stay valid
+    mapped_ = o.mapped_;
     base_ = o.base_;
     size_ = o.size_;
     version_ = o.version_;
@@ -275,12 +336,13 @@ GgufFile& GgufFile::operator=(GgufFile&& o) noexcept {
     tensor_index_ = std::move(o.tensor_index_);
     o.base_ = nullptr;
     o.size_ = 0;
+    o.mapped_ = false;
   }
   return *this;
 }
 
 GgufFile::~GgufFile() {
-  if (base_) ::munmap(const_cast<uint8_t*>(base_), size_t(size_));
+  if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_t(size_));
 }
 
 void GgufFile::parse() {
@@ -291,8 +353,10 @@ void GgufFile::parse() {
   if (std::memcmp(base_, "GGUF", 4) != 0) {
     std::string found;
     for (int i = 0; i < 4; ++i) {
-      const char ch = char(base_[i]);
-      found += (ch >= 32 && ch < 127) ? std::string(1, ch) : "\\x" + std::to_string(uint8_t(ch));
+      const uint8_t ch = base_[i];
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", unsigned(ch));
+      found += (ch >= 32 && ch < 127) ? std::string(1, char(ch)) : std::string(hex);
     }
     fail("bad magic: expected 'GGUF', found '" + found + "' (not a GGUF file)");
   }
@@ -302,27 +366,27 @@ void GgufFile::parse() {
     fail("unsupported GGUF version " + std::to_string(version_) + " (expected 2 or 3)");
   const uint64_t n_tensors = c.read<uint64_t>("header (tensor count)");
   const uint64_t n_kv = c.read<uint64_t>("header (metadata count)");
-  // Bound counts by the smallest possible encodings: a kv is >= 8 (key len) + 4 (type) + 1,
-  // a tensor info >= 8 (name len) + 4 (n_dims) + 4 (type) + 8 (offset).
-  if (n_kv > c.remaining() / 13)
-    fail("metadata count " + std::to_string(n_kv) + " is impossible: only " +
-         std::to_string(c.remaining()) + " bytes follow the header (>= 13 per entry)");
-  if (n_tensors > c.remaining() / 24)
-    fail("tensor count " + std::to_string(n_tensors) + " is impossible: only " +
-         std::to_string(c.remaining()) + " bytes follow the header (>= 24 per tensor info)");
+  // Both counts are claimed at once by the smallest possible encodings: a kv is >= 8 (key len)
+  // + 4 (type) + 1, a tensor info >= 8 (name len) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8
+  // (offset).
+  constexpr uint64_t kMinKv = 13, kMinTensor = 32;
+  c.claim(n_kv, kMinKv, sizeof(kv_[0]) + kIndexNodeBytes, "metadata count " + std::to_string(n_kv), "entry");
+  c.claim(n_tensors, kMinTensor, sizeof(GgufTensor) + 4 * sizeof(uint64_t) + kIndexNodeBytes,
+          "tensor count " + std::to_string(n_tensors), "tensor info");
 
   // Metadata.
   kv_.reserve(size_t(n_kv));
+  kv_index_.reserve(size_t(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {
-    const std::string idx = "metadata entry " + std::to_string(k);
-    const std::string_view key = c.read_string(idx + " key");
+    c.begin_item(kMinKv);
+    const std::string_view key = c.read_string([&] { return "metadata entry " + std::to_string(k) + " key"; });
     const std::string keys(key);
     if (kv_index_.count(key)) fail("duplicate metadata key '" + keys + "'");
     const uint32_t type = c.read<uint32_t>("metadata key '" + keys + "' type");
     if (type > uint32_t(GgufType::F64))
       fail("metadata key '" + keys + "': unknown value type " + std::to_string(type) + " (expected 0..12)");
     GgufValue v;
-    read_value(c, GgufType(type), v, keys, 0);
+    read_value(c, GgufType(type), v, keys);
     kv_index_.emplace(key, kv_.size());
     kv_.emplace_back(key, std::move(v));
   }
@@ -337,9 +401,11 @@ void GgufFile::parse() {
 
   // Tensor infos.
   tensors_.reserve(size_t(n_tensors));
+  tensor_index_.reserve(size_t(n_tensors));
   for (uint64_t k = 0; k < n_tensors; ++k) {
+    c.begin_item(kMinTensor);
     GgufTensor t;
-    t.name = c.read_string("tensor info " + std::to_string(k) + " name");
+    t.name = c.read_string([&] { return "tensor info " + std::to_string(k) + " name"; });
     const std::string tn = "tensor '" + std::string(t.name) + "'";
     if (tensor_index_.count(t.name)) fail("duplicate tensor name '" + std::string(t.name) + "'");
     const uint32_t nd = c.read<uint32_t>(tn + " n_dims");
@@ -363,7 +429,13 @@ void GgufFile::parse() {
     if (t.dims[0] % be != 0)
       fail(tn + ": row length " + std::to_string(t.dims[0]) + " is not a multiple of the " +
            ggml_type_name(t.type) + " block size " + std::to_string(be));
-    t.n_bytes = t.n_elements / be * ggml_block_bytes(t.type);  // <= 2^63 / 32 * 34 <= 2^64 - 1
+    // f32 data of 2^62 elements is 2^64 bytes: bound the block count before multiplying, or the
+    // size wraps to a small number that passes the bounds check below.
+    const uint64_t blocks = t.n_elements / be;
+    if (blocks > size_ / ggml_block_bytes(t.type))
+      fail(tn + " " + t.shape_str() + " " + ggml_type_name(t.type) + ": needs more bytes than the whole file has (" +
+           std::to_string(size_) + ")");
+    t.n_bytes = blocks * ggml_block_bytes(t.type);
     t.offset = c.read<uint64_t>(tn + " offset");
     if (t.offset % alignment_ != 0)
       fail(tn + ": data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
@@ -484,6 +556,7 @@ const GgufValue& GgufFile::get_array(std::string_view key, GgufType expect) cons
 
 std::vector<float> dequantize_tensor(const GgufTensor& t) {
   std::vector<float> out(size_t(t.n_elements));
+  if (out.empty()) return out;  // data() may be null, and memcpy(nullptr, p, 0) is undefined
   const uint8_t* p = t.data;
   switch (t.type) {
     case GgmlType::F32:

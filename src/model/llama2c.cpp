@@ -49,17 +49,27 @@ GgufWriter llama2c_to_gguf(const std::string& path, GgmlType wtype, LlamaConfig*
   c.D = c.C / c.H;
   if (c.D % 2 != 0) throw Error(path + ": llama2.c header: head size " + std::to_string(c.D) + " must be even");
 
-  // Every count below is at most 2^20 * 2^20 * 2^20 = 2^60 floats: no uint64 overflow.
+  // Each count below is at most 2^60 floats, but their sum times 4 is not bounded by 2^64: in
+  // 64 bits a header such as dim=2^20, layers=1048574 wraps the expected size to exactly 28
+  // bytes (the header alone), which would pass the size check. Sum in 128 bits.
+  using u128 = unsigned __int128;
   const uint64_t C = c.C, F = c.F, L = c.L, V = c.V, KVD = uint64_t(c.Hkv) * c.D, S = c.ctx, D = c.D;
-  const uint64_t floats = V * C + L * C + L * C * C + 2 * L * KVD * C + L * C * C + L * C + 3 * L * F * C + C +
-                          2 * S * (D / 2) + (c.tied_output ? 0 : V * C);
-  const uint64_t expect = 28 + 4 * floats;
-  if (size != expect)
+  const u128 floats128 = u128(V) * C + u128(L) * C + u128(L) * C * C + u128(2) * L * KVD * C + u128(L) * C * C +
+                         u128(L) * C + u128(3) * L * F * C + C + u128(2) * S * (D / 2) + (c.tied_output ? 0 : u128(V) * C);
+  const u128 expect128 = 28 + 4 * floats128;
+  if (expect128 != size) {
+    auto dec = [](u128 v) {
+      std::string s;
+      do s.insert(s.begin(), char('0' + int(v % 10))); while ((v /= 10) != 0);
+      return s;
+    };
     throw Error(path + ": llama2.c file size " + std::to_string(size) + " bytes does not match its header (dim=" +
                 std::to_string(c.C) + " hidden=" + std::to_string(c.F) + " layers=" + std::to_string(c.L) +
                 " heads=" + std::to_string(c.H) + " kv_heads=" + std::to_string(c.Hkv) + " vocab=" +
-                std::to_string(h[5]) + " seq_len=" + std::to_string(c.ctx) + "): expected " + std::to_string(expect) +
+                std::to_string(h[5]) + " seq_len=" + std::to_string(c.ctx) + "): expected " + dec(expect128) +
                 " bytes");
+  }
+  const uint64_t floats = uint64_t(floats128);  // == (size - 28) / 4: fits
 
   std::vector<float> w(static_cast<size_t>(floats));
   in.read(reinterpret_cast<char*>(w.data()), std::streamsize(floats * 4));

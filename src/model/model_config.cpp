@@ -2,9 +2,41 @@
 #include "vkspec/model_config.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace vkspec {
+
+// ---- range checks shared by the verifier's and the heads' readers ------------------------------
+
+namespace {
+std::string number_str(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+}  // namespace
+
+int check_positive_int(int64_t v, int64_t max, const std::string& where) {
+  if (v < 1 || v > max)
+    throw Error(where + ": expected a positive integer up to " + std::to_string(max) + ", found " + std::to_string(v));
+  return int(v);
+}
+
+float check_rms_eps(double v, const std::string& where) {
+  // As a float, since that is what the kernels add: 1e-50 would be 0 there.
+  const float f = float(v);
+  if (!(f > 0.0f && f < 1.0f))
+    throw Error(where + ": expected a small positive number (0 < eps < 1), found " + number_str(v));
+  return f;
+}
+
+float check_rope_theta(double v, const std::string& where) {
+  const float f = float(v);
+  if (!(f > 0.0f)) throw Error(where + ": expected a positive number (the RoPE base), found " + number_str(v));
+  if (!std::isfinite(f)) throw Error(where + ": expected a finite number that fits a float, found " + number_str(v));
+  return f;
+}
 
 std::string blk_name(int layer, const char* suffix) {
   return "blk." + std::to_string(layer) + "." + suffix;
@@ -13,9 +45,7 @@ std::string blk_name(int layer, const char* suffix) {
 namespace {
 
 int positive_int(const GgufFile& f, const std::string& key, uint32_t v) {
-  if (v == 0 || v > uint32_t(std::numeric_limits<int>::max()))
-    f.fail("metadata key '" + key + "': expected a positive integer, found " + std::to_string(v));
-  return int(v);
+  return check_positive_int(v, std::numeric_limits<int>::max(), f.path() + ": metadata key '" + key + "'");
 }
 
 std::string shape(std::initializer_list<uint64_t> dims) {
@@ -78,30 +108,46 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   if (rot != uint32_t(c.D))
     f.fail("metadata key '" + p + "rope.dimension_count': expected " + std::to_string(c.D) +
            " (the head width; partial rotary is not supported), found " + std::to_string(rot));
-  c.rope_theta = f.get_f32(p + "rope.freq_base", 10000.0f);
-  c.rms_eps = f.get_f32(p + "attention.layer_norm_rms_epsilon");
-  if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f))
-    f.fail("metadata key '" + p + "attention.layer_norm_rms_epsilon': expected a small positive number, found " +
-           std::to_string(c.rms_eps));
-  if (!(c.rope_theta > 0.0f && std::isfinite(c.rope_theta)))
-    f.fail("metadata key '" + p + "rope.freq_base': expected a finite positive number, found " + std::to_string(c.rope_theta));
+  c.rope_theta = check_rope_theta(f.get_f32(p + "rope.freq_base", 10000.0f),
+                                  f.path() + ": metadata key '" + p + "rope.freq_base'");
+  c.rms_eps = check_rms_eps(f.get_f32(p + "attention.layer_norm_rms_epsilon"),
+                            f.path() + ": metadata key '" + p + "attention.layer_norm_rms_epsilon'");
 
-  // Vocab size: explicit key, else the tokenizer's token list, else the embedding's rows.
+  // Vocab size: explicit key, else the embedding's rows, else the tokenizer's token list.
   const GgufTensor& emb = f.require_tensor("token_embd.weight");
+  std::string v_source;
   if (f.has(p + "vocab_size")) {
     c.V = positive_int(f, p + "vocab_size", f.get_u32(p + "vocab_size"));
+    v_source = p + "vocab_size";
+  } else if (emb.dims.size() >= 2) {
+    c.V = positive_int(f, "token_embd.weight dims[1]", uint32_t(std::min<uint64_t>(emb.dims[1], uint64_t(1) << 31)));
+    v_source = "token_embd.weight rows";
   } else if (f.has("tokenizer.ggml.tokens")) {
     const uint64_t n = f.get_array("tokenizer.ggml.tokens", GgufType::STRING).count;
     c.V = positive_int(f, "tokenizer.ggml.tokens", n > uint64_t(std::numeric_limits<int>::max()) ? 0 : uint32_t(n));
-  } else if (emb.dims.size() >= 2) {
-    c.V = positive_int(f, "token_embd.weight dims[1]", uint32_t(std::min<uint64_t>(emb.dims[1], uint64_t(1) << 31)));
+    v_source = "tokenizer.ggml.tokens";
   } else {
     f.fail("cannot determine the vocab size: no '" + p + "vocab_size', no 'tokenizer.ggml.tokens', and "
            "token_embd.weight is 1-D " + emb.shape_str());
   }
 
+  // The tokenizer's ids index the embedding's rows: a vocabulary of another size would decode
+  // ids to the wrong text, or sample ids the tokenizer does not have. Checked here, where the
+  // model is read, so every caller that pairs the file's tokenizer with its model is covered.
+  // (A tokens key of another type is left to the tokenizer's own reader.)
+  if (const GgufValue* toks = f.find("tokenizer.ggml.tokens");
+      toks && toks->type == GgufType::ARRAY && toks->elem_type == GgufType::STRING && toks->count != uint64_t(c.V))
+    f.fail("metadata key 'tokenizer.ggml.tokens': the tokenizer has " + std::to_string(toks->count) +
+           " tokens, but the model's vocabulary (" + v_source + ") has " + std::to_string(c.V) +
+           ": token ids would not match embedding rows");
+
   const uint64_t C = uint64_t(c.C), F = uint64_t(c.F), V = uint64_t(c.V);
   const uint64_t QD = uint64_t(c.H) * uint64_t(c.D), KVD = uint64_t(c.Hkv) * uint64_t(c.D);
+  // The forward sizes its rows in 32-bit ints (q|k|v rows, gate|up rows): keep them exact.
+  constexpr uint64_t kMaxRow = uint64_t(std::numeric_limits<int32_t>::max());
+  if (QD + 2 * KVD > kMaxRow || 2 * F > kMaxRow)
+    f.fail("rows too wide: H*D + 2*Hkv*D = " + std::to_string(QD + 2 * KVD) + " and 2*F = " + std::to_string(2 * F) +
+           " must each be at most " + std::to_string(kMaxRow));
   expect_shape(f, emb, {C, V});
   expect_shape(f, f.require_tensor("output_norm.weight"), {C});
   if (const GgufTensor* out = f.tensor("output.weight")) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -28,7 +29,7 @@ std::string shape_str(const std::vector<uint64_t>& s) {
 
 std::vector<float> SafeTensor::to_f32() const {
   const uint64_t n = bytes / dtype_size(dtype);
-  std::vector<float> out(n);
+  std::vector<float> out(static_cast<size_t>(n));
   for (uint64_t i = 0; i < n; ++i) {
     if (dtype == "F32") {
       std::memcpy(&out[i], data + 4 * i, 4);
@@ -44,67 +45,138 @@ std::vector<float> SafeTensor::to_f32() const {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  auto fail = [&](const std::string& m) { throw Error(path + ": " + m); };
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  fstat(fd, &st);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) f.fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    f.fail(std::string("cannot stat: ") + std::strerror(e));
+  }
   f.size_ = uint64_t(st.st_size);
   if (f.size_ < 8) {
     ::close(fd);
-    fail("file of " + std::to_string(f.size_) + " bytes is too short for a safetensors header");
+    f.fail("file of " + std::to_string(f.size_) + " bytes is too short for a safetensors header");
   }
-  f.map_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* m = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (f.map_ == MAP_FAILED) {
-    f.map_ = nullptr;
-    fail("mmap failed");
-  }
-  const auto* base = static_cast<const uint8_t*>(f.map_);
-  uint64_t hlen;
-  std::memcpy(&hlen, base, 8);
-  if (hlen > f.size_ - 8) fail("header length " + std::to_string(hlen) + " runs past the end of the file");
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(base + 8), hlen));
-  } catch (const std::exception& e) {
-    fail(std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!h.is_object()) fail("header is not a JSON object");
-  const uint64_t data0 = 8 + hlen, data_size = f.size_ - data0;
-  for (auto& [name, v] : h.items()) {
-    if (name == "__metadata__") continue;
-    SafeTensor t;
-    try {
-      t.dtype = v.at("dtype").get<std::string>();
-      t.shape = v.at("shape").get<std::vector<uint64_t>>();
-      auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
-      if (off.size() != 2) fail("tensor " + name + ": data_offsets must have 2 entries");
-      if (dtype_size(t.dtype) == 0) fail("tensor " + name + ": unsupported dtype " + t.dtype + " (expected F32, F16 or BF16)");
-      if (off[0] > off[1] || off[1] > data_size)
-        fail("tensor " + name + ": data_offsets [" + std::to_string(off[0]) + ", " + std::to_string(off[1]) +
-             "] outside the " + std::to_string(data_size) + "-byte data section");
-      uint64_t n = 1;
-      for (uint64_t d : t.shape) {
-        if (d && n > UINT64_MAX / d) fail("tensor " + name + ": shape overflows");
-        n *= d;
-      }
-      if (n * dtype_size(t.dtype) != off[1] - off[0])
-        fail("tensor " + name + ": " + std::to_string(off[1] - off[0]) + " bytes but shape " + shape_str(t.shape) +
-             " of " + t.dtype + " needs " + std::to_string(n * dtype_size(t.dtype)));
-      t.data = base + data0 + off[0];
-      t.bytes = off[1] - off[0];
-    } catch (const nlohmann::json::exception& e) {
-      fail("tensor " + name + ": malformed header entry (" + e.what() + ")");
-    }
-    f.tensors_.emplace(name, std::move(t));
-  }
+  if (m == MAP_FAILED) f.fail(std::string("mmap failed: ") + std::strerror(errno));
+  f.map_ = m;
+  f.base_ = static_cast<const uint8_t*>(m);
+  f.parse();
   return f;
 }
 
+SafetensorsFile SafetensorsFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
+  SafetensorsFile f;
+  f.path_ = std::move(name);
+  f.owned_ = std::move(bytes);
+  f.base_ = f.owned_.data();
+  f.size_ = f.owned_.size();
+  if (f.size_ < 8) f.fail("file of " + std::to_string(f.size_) + " bytes is too short for a safetensors header");
+  f.parse();
+  return f;
+}
+
+void SafetensorsFile::fail(const std::string& msg) const { throw Error(path_ + ": " + msg); }
+
+namespace {
+
+// A JSON value that must be a non-negative integer: floats such as 192.5 (or 192.0) and negative
+// numbers are refused, not converted.
+bool non_negative_integer(const nlohmann::json& v, uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    out = uint64_t(v.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void SafetensorsFile::parse() {
+  uint64_t hlen;
+  std::memcpy(&hlen, base_, 8);
+  // The format caps the header at 100 MB; a larger claim is a corrupt length.
+  constexpr uint64_t kMaxHeader = 100'000'000;
+  if (hlen > size_ - 8) fail("header length " + std::to_string(hlen) + " runs past the end of the file");
+  if (hlen > kMaxHeader) fail("header length " + std::to_string(hlen) + " exceeds the format's 100 MB limit");
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(base_ + 8), size_t(hlen)));
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!h.is_object()) fail(std::string("header: expected a JSON object, found ") + h.type_name());
+  const uint64_t data0 = 8 + hlen, data_size = size_ - data0;
+  for (auto item = h.cbegin(); item != h.cend(); ++item) {
+    // Named references, not a structured binding: the lambda below captures them.
+    const std::string& name = item.key();
+    const nlohmann::json& v = item.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail(std::string("'__metadata__': expected an object, found ") + v.type_name());
+      continue;
+    }
+    const std::string tn = "tensor '" + name + "'";
+    if (!v.is_object())
+      fail(tn + ": expected an object with dtype, shape and data_offsets, found " + v.type_name());
+    auto field = [&](const char* key, bool (nlohmann::json::*is)() const noexcept, const char* type) -> const nlohmann::json& {
+      auto it = v.find(key);
+      if (it == v.end()) fail(tn + ": key '" + key + "' is missing (expected " + type + ")");
+      if (!((*it).*is)()) fail(tn + ": key '" + key + "': expected " + type + ", found " + it->type_name());
+      return *it;
+    };
+    SafeTensor t;
+    t.dtype = field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
+    const nlohmann::json& shape = field("shape", &nlohmann::json::is_array, "an array of non-negative integers");
+    const nlohmann::json& offsets = field("data_offsets", &nlohmann::json::is_array, "an array [begin, end]");
+    const uint64_t esize = dtype_size(t.dtype);
+    if (esize == 0) fail(tn + ": unsupported dtype " + t.dtype + " (expected F32, F16 or BF16)");
+    for (size_t i = 0; i < shape.size(); ++i) {
+      uint64_t d;
+      if (!non_negative_integer(shape[i], d))
+        fail(tn + ": key 'shape': element " + std::to_string(i) + " is " + shape[i].dump() +
+             ", expected a non-negative integer");
+      t.shape.push_back(d);
+    }
+    if (offsets.size() != 2) fail(tn + ": key 'data_offsets': expected 2 entries [begin, end], found " +
+                                  std::to_string(offsets.size()));
+    uint64_t off[2];
+    for (int i = 0; i < 2; ++i)
+      if (!non_negative_integer(offsets[i], off[i]))
+        fail(tn + ": key 'data_offsets': entry " + std::to_string(i) + " is " + offsets[i].dump() +
+             ", expected a non-negative integer");
+    if (off[0] > off[1] || off[1] > data_size)
+      fail(tn + ": data_offsets [" + std::to_string(off[0]) + ", " + std::to_string(off[1]) + "] outside the " +
+           std::to_string(data_size) + "-byte data section");
+    // Elements times the dtype size, overflow-checked: [2^62, 4] of F32 would wrap to 0 bytes.
+    uint64_t bytes = esize;
+    for (uint64_t d : t.shape) {
+      if (d != 0 && bytes > UINT64_MAX / d) fail(tn + ": shape " + shape_str(t.shape) + " of " + t.dtype + " overflows 64 bits");
+      bytes *= d;
+    }
+    if (bytes != off[1] - off[0])
+      fail(tn + ": " + std::to_string(off[1] - off[0]) + " bytes but shape " + shape_str(t.shape) + " of " + t.dtype +
+           " needs " + std::to_string(bytes));
+    t.data = base_ + data0 + off[0];
+    t.bytes = bytes;
+    tensors_.emplace(name, std::move(t));
+  }
+}
+
 SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
-    : path_(std::move(o.path_)), map_(o.map_), size_(o.size_), tensors_(std::move(o.tensors_)) {
+    : path_(std::move(o.path_)),
+      map_(o.map_),
+      owned_(std::move(o.owned_)),  // a moved vector keeps its buffer: tensor pointers stay valid
+      base_(o.base_),
+      size_(o.size_),
+      tensors_(std::move(o.tensors_)) {
   o.map_ = nullptr;
+  o.base_ = nullptr;
 }
 
 SafetensorsFile::~SafetensorsFile() {

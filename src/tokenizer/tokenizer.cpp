@@ -16,8 +16,22 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
 Tokenizer::Pre Tokenizer::pre() const { return impl_->pre; }
 size_t Tokenizer::vocab_size() const { return impl_->tokens.size(); }
-std::string_view Tokenizer::token_text(uint32_t id) const { return impl_->tokens.at(id); }
-TokenType Tokenizer::token_type(uint32_t id) const { return impl_->types.at(id); }
+namespace {
+void check_id(const Tokenizer::Impl& m, uint32_t id) {
+  if (id >= m.tokens.size())
+    throw Error(m.path + ": token id " + std::to_string(id) + " is out of range (vocab has " +
+                std::to_string(m.tokens.size()) + " tokens)");
+}
+}  // namespace
+
+std::string_view Tokenizer::token_text(uint32_t id) const {
+  check_id(*impl_, id);
+  return impl_->tokens[id];
+}
+TokenType Tokenizer::token_type(uint32_t id) const {
+  check_id(*impl_, id);
+  return impl_->types[id];
+}
 int64_t Tokenizer::bos() const { return impl_->bos; }
 int64_t Tokenizer::eos() const { return impl_->eos; }
 int64_t Tokenizer::unk() const { return impl_->unk; }
@@ -37,6 +51,20 @@ int64_t token_id_key(const GgufFile& f, const char* key, size_t n_vocab) {
     f.fail(std::string("metadata key '") + key + "': token id " + std::to_string(v) + " is out of range (vocab has " +
            std::to_string(n_vocab) + " tokens)");
   return v;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The byte an SPM byte token "<0xHH>" stands for, or -1 if the text is not of that form.
+int spm_byte_value(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  const int hi = hex_digit(t[3]), lo = hex_digit(t[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 }  // namespace
@@ -103,6 +131,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   m->byte_token.fill(Impl::kNone);
   if (m->kind == Kind::Spm) {
     m->pre = Pre::None;
+    // Decoding turns a byte-type token back into its byte: its text must say which byte.
+    for (size_t i = 0; i < n; ++i)
+      if (m->types[i] == TokenType::Byte && spm_byte_value(m->tokens[i]) < 0)
+        f.fail("metadata key 'tokenizer.ggml.tokens': token " + std::to_string(i) + " '" + m->tokens[i] +
+               "' has type byte (tokenizer.ggml.token_type 6) but is not '<0xHH>' with two hex digits");
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -218,8 +251,7 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool add_special,
 
 std::string Tokenizer::token_bytes(uint32_t id, bool special) const {
   const Impl& m = *impl_;
-  if (id >= m.tokens.size()) throw Error("token id " + std::to_string(id) + " is out of range (vocab has " +
-                                         std::to_string(m.tokens.size()) + " tokens)");
+  check_id(m, id);
   const std::string& t = m.tokens[id];
   switch (m.types[id]) {
     case TokenType::Control:
@@ -229,8 +261,7 @@ std::string Tokenizer::token_bytes(uint32_t id, bool special) const {
     case TokenType::UserDefined:
       return t;  // added tokens are stored as plain text
     case TokenType::Byte:
-      if (m.kind == Kind::Spm && t.size() == 6 && t.rfind("<0x", 0) == 0)
-        return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+      if (m.kind == Kind::Spm) return std::string(1, char(spm_byte_value(t)));  // checked when loaded
       break;
     default:
       break;

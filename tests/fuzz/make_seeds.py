@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Seed corpora for the libFuzzer harnesses in tests/fuzz/, derived at build time (nothing
+binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config and
+fuzz_tokenizer.
+
+Seeds are kept small (mostly < 64 KB) so the fuzzers mutate structure rather than megabytes of
+weights: tiny random models from make_random_gguf, the bundled heads' configs and safetensors
+headers, and vocabularies cut from the bundled verifier and ../shared/tokenizer-vectors (a
+prefix of the tokens with the scores, types and merges that still apply to it).
+
+usage: make_seeds.py --source REPO --out DIR --make-random-gguf PATH
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
+          BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
+
+
+class Reader:
+    def __init__(self, buf):
+        self.b, self.p = buf, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.b, self.p)[0]
+        self.p += struct.calcsize(fmt)
+        return v
+
+    def string(self):
+        n = self.take("<Q")
+        s = self.b[self.p:self.p + n]
+        self.p += n
+        return s
+
+    def value(self, t):
+        if t == STR:
+            return self.string()
+        if t == ARR:
+            et, n = self.take("<I"), self.take("<Q")
+            return (et, [self.value(et) for _ in range(n)])
+        return self.take(SCALAR[t])
+
+
+def read_metadata(path):
+    """[(key bytes, type, value)] of a GGUF file (values typed as in the file)."""
+    r = Reader(open(path, "rb").read())
+    assert r.b[:4] == b"GGUF"
+    r.p = 8
+    _, n_kv = r.take("<Q"), r.take("<Q")
+    out = []
+    for _ in range(n_kv):
+        k = r.string()
+        t = r.take("<I")
+        out.append((k, t, r.value(t)))
+    return out
+
+
+def encode_value(t, v):
+    if t == STR:
+        return struct.pack("<Q", len(v)) + v
+    if t == ARR:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(encode_value(et, x) for x in items)
+    return struct.pack(SCALAR[t], v)
+
+
+def write_metadata_only(kvs):
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
+    for k, t, v in kvs:
+        out += struct.pack("<Q", len(k)) + k + struct.pack("<I", t) + encode_value(t, v)
+    return out
+
+
+def cut_vocab(kvs, n_tokens):
+    """The tokenizer.* entries with the vocabulary cut to its first n_tokens tokens."""
+    d = {k: (t, v) for k, t, v in kvs}
+    toks = d[b"tokenizer.ggml.tokens"][1][1][:n_tokens]
+    keep = set(toks)
+    out = []
+    for k, t, v in kvs:
+        if not k.startswith(b"tokenizer."):
+            continue
+        if k in (b"tokenizer.ggml.tokens", b"tokenizer.ggml.scores", b"tokenizer.ggml.token_type"):
+            v = (v[0], v[1][:len(toks)])
+        elif k == b"tokenizer.ggml.merges":
+            ms = []
+            for m in v[1]:
+                a, _, b = m.partition(b" ")
+                if a in keep and b in keep and a + b in keep:
+                    ms.append(m)
+            v = (v[0], ms)
+        elif t in (U32, I32, U64, I64) and k.endswith(b"_token_id") and v >= len(toks):
+            continue
+        out.append((k, t, v))
+    return write_metadata_only(out)
+
+
+def put(out, harness, name, data):
+    d = os.path.join(out, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors):
+    """tensors: [(name, dtype, shape)] -> bytes with zero data."""
+    size = {"F32": 4, "F16": 2, "BF16": 2}
+    h, off = {}, 0
+    for name, dt, shape in tensors:
+        n = size[dt]
+        for d in shape:
+            n *= d
+        h[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    hs = json.dumps(h).encode()
+    return struct.pack("<Q", len(hs)) + hs + b"\0" * off
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--make-random-gguf", required=True)
+    a = ap.parse_args()
+    src, out = a.source, a.out
+    shared = os.path.join(src, "..", "shared")
+    text = open(os.path.join(src, "models", "prompts.txt"), "rb").read()[:300]
+
+    # fuzz_gguf: tiny valid models of every weight type the tool writes, and real headers.
+    tmp = os.path.join(out, "tmp.gguf")
+    os.makedirs(out, exist_ok=True)
+    for ty, dim in (("f32", 8), ("f16", 8), ("q8_0", 32)):
+        for tied in (False, True):
+            cmd = [a.make_random_gguf, tmp, "--dim", str(dim), "--layers", "1", "--heads", "2",
+                   "--kv-heads", "1", "--ffn", "16", "--vocab", "8", "--type", ty]
+            subprocess.run(cmd + (["--tied"] if tied else []), check=True, stdout=subprocess.DEVNULL)
+            put(out, "fuzz_gguf", "random-%s%s.gguf" % (ty, "-tied" if tied else ""), open(tmp, "rb").read())
+    os.remove(tmp)
+    verifier = os.path.join(src, "models", "verifier.gguf")
+    put(out, "fuzz_gguf", "verifier-prefix.gguf", open(verifier, "rb").read()[:65536])
+    vkv = read_metadata(verifier)
+    put(out, "fuzz_gguf", "verifier-vocab.gguf", cut_vocab(vkv, 1 << 30))
+
+    # fuzz_tokenizer, odd first byte: u32 length, a GGUF vocabulary, then text.
+    def raw_seed(gguf, t):
+        return b"\x01" + struct.pack("<I", len(gguf)) + gguf + t
+    put(out, "fuzz_tokenizer", "verifier.bin", raw_seed(cut_vocab(vkv, 1 << 30), text))
+    for name, n in (("ggml-vocab-llama-spm.gguf", 600), ("ggml-vocab-gpt-2.gguf", 1200)):
+        p = os.path.join(shared, "tokenizer-vectors", name)
+        if not os.path.exists(p):
+            continue
+        vocab = cut_vocab(read_metadata(p), n)
+        inp = open(p + ".inp", "rb").read().split(b"\n__ggml_vocab_test__\n")
+        put(out, "fuzz_gguf", name, vocab)
+        for i, t in enumerate(inp[:8]):
+            put(out, "fuzz_tokenizer", "%s-%d.bin" % (name, i), raw_seed(vocab, t))
+    # Even first byte: a vocabulary described by the bytes (see fuzz_tokenizer.cpp).
+    for i, t in enumerate((b"\x00" * 16 + text, b"\x00\x01" * 40 + text, bytes(range(256)))):
+        put(out, "fuzz_tokenizer", "structured-%d.bin" % i, b"\x00" + t)
+
+    # fuzz_safetensors: the bundled heads' tensor names and dtypes at tiny shapes, and their
+    # real headers with the data cut off.
+    for h in ("head1", "head2"):
+        st = open(os.path.join(src, "models", h, "model.safetensors"), "rb").read()
+        hlen = struct.unpack_from("<Q", st)[0]
+        header = json.loads(st[8:8 + hlen])
+        put(out, "fuzz_safetensors", h + "-header.safetensors", st[:8 + hlen + 64])
+        tiny = [(k, v["dtype"], [2] * len(v["shape"])) for k, v in header.items() if k != "__metadata__"]
+        put(out, "fuzz_safetensors", h + "-tiny.safetensors", safetensors(tiny))
+        put(out, "fuzz_head_config", h + ".json", open(os.path.join(src, "models", h, "config.json"), "rb").read())
+    put(out, "fuzz_safetensors", "dtypes.safetensors",
+        safetensors([("a", "F32", [3, 1]), ("b", "F16", [5]), ("c", "BF16", [2, 2, 2]), ("d", "F32", [0])]))
+    put(out, "fuzz_head_config", "minimal.json",
+        json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
+                    "vocab_size": 256}).encode())
+
+
+if __name__ == "__main__":
+    main()
