@@ -179,9 +179,34 @@ struct SpecRig {
     ModelOptions mo;
     mo.context = o.context;
     mo.max_rows = o.rows;
+    mo.check_finite = !o.poison_output;  // the poisoned rows are meant to reach the kernels
     model = std::make_unique<LlamaModel>(ctx, *file, mo);
-    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, o.context, o.rows);
+    head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, o.context, o.rows, !o.nan_head1);
     head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, o.context, o.rows);
+  }
+};
+
+// The bundled demo (models/README.md): the trained byte-level verifier, both trained heads and
+// the held-out benchmark prompts (each line's bytes are its token ids).
+struct DemoRig {
+  GgufFile file;
+  LlamaModel model;
+  EagleHead head1, head2;
+  std::vector<std::vector<uint32_t>> prompts;
+  static std::string dir() { return std::string(VKSPEC_SOURCE_DIR) + "/models/"; }
+  static ModelOptions rows(uint32_t r) {
+    ModelOptions mo;
+    mo.max_rows = r;
+    return mo;
+  }
+  explicit DemoRig(Context& ctx, uint32_t max_rows = 64)
+      : file(GgufFile::open(dir() + "verifier.gguf")),
+        model(ctx, file, rows(max_rows)),
+        head1(ctx, dir() + "head1", model, model.capacity(), max_rows),
+        head2(ctx, dir() + "head2", model, model.capacity(), max_rows) {
+    std::ifstream in(dir() + "prompts.txt");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) prompts.emplace_back(line.begin(), line.end());
   }
 };
 

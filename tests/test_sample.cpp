@@ -282,6 +282,26 @@ Trials run_trials(Context& ctx, const HostTree& t, const std::vector<float>& P, 
   return {info.read<uint32_t>(size_t(trials) * 16), acc.read<uint32_t>(size_t(trials) * (max_depth + 1))};
 }
 
+// G over N rows of logits on the GPU (read back from `probs`) and on the CPU from the same
+// values x (N, V): returns (got, want).
+std::pair<std::vector<float>, std::vector<float>> gpu_and_ref_probs(Context& ctx, Mat logits, Buffer& probs, uint32_t N,
+                                                                     uint32_t V, const SamplingOptions& o,
+                                                                     const Buffer& seq_tokens, uint32_t t,
+                                                                     const DeviceTree& d, const std::vector<float>& x,
+                                                                     const std::vector<uint32_t>& hist,
+                                                                     const HostTree& tr) {
+  Sequence seq(ctx);
+  seq.begin();
+  sample_probs(seq, logits, Mat{&probs, 0, V}, N, V, o, seq_tokens, t, d);
+  seq.run();
+  std::vector<float> got = probs.read<float>(size_t(N) * V), want;
+  for (uint32_t i = 0; i < N; ++i) {
+    auto r = ref_probs(std::vector<float>(x.begin() + size_t(i) * V, x.begin() + size_t(i + 1) * V), o, hist, t, tr, i);
+    want.insert(want.end(), r.begin(), r.end());
+  }
+  return {got, want};
+}
+
 }  // namespace
 
 TEST_CASE("sampling: Philox4x32-10 matches the Random123 known-answer vectors") {
@@ -328,16 +348,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
       SamplingOptions o;
       o.temperature = c.temp, o.top_p = c.top_p, o.min_p = c.min_p, o.repeat_penalty = c.pen, o.top_k = c.top_k;
       o.repeat_window = c.W;
-      Sequence seq(ctx);
-      seq.begin();
-      sample_probs(seq, Mat{&logits, 4, V}, Mat{&probs, 0, V}, N, V, o, seq_tokens, t, *d);
-      seq.run();
-      auto got = probs.read<float>(size_t(N) * V);
-      std::vector<float> want;
-      for (uint32_t i = 0; i < N; ++i) {
-        auto r = ref_probs(std::vector<float>(x.begin() + size_t(i) * V, x.begin() + size_t(i + 1) * V), o, hist, t, tr, i);
-        want.insert(want.end(), r.begin(), r.end());
-      }
+      auto [got, want] = gpu_and_ref_probs(ctx, Mat{&logits, 4, V}, probs, N, V, o, seq_tokens, t, *d, x, hist, tr);
       const std::string what = "V " + std::to_string(V) + " T " + std::to_string(c.temp) + " k " +
                                std::to_string(c.top_k) + " p " + std::to_string(c.top_p) + " min-p " +
                                std::to_string(c.min_p) + " pen " + std::to_string(c.pen) + " W " + std::to_string(c.W);
@@ -385,16 +396,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G on NaN and ±Inf logits is a distribution
     cases[2].temperature = 0.7f, cases[2].min_p = 0.05f, cases[2].repeat_penalty = 1.3f;
     cases[3].temperature = 0.0f, cases[3].repeat_penalty = 1.2f;
     for (const SamplingOptions& o : cases) {
-      Sequence seq(ctx);
-      seq.begin();
-      sample_probs(seq, Mat{&logits, 0, V}, Mat{&probs, 0, V}, N, V, o, seq_tokens, t, *d);
-      seq.run();
-      auto got = probs.read<float>(size_t(N) * V);
-      std::vector<float> want;
-      for (uint32_t i = 0; i < N; ++i) {
-        auto r = ref_probs(std::vector<float>(x.begin() + size_t(i) * V, x.begin() + size_t(i + 1) * V), o, hist, t, tr, i);
-        want.insert(want.end(), r.begin(), r.end());
-      }
+      auto [got, want] = gpu_and_ref_probs(ctx, Mat{&logits, 0, V}, probs, N, V, o, seq_tokens, t, *d, x, hist, tr);
       const std::string what = "V " + std::to_string(V) + " T " + std::to_string(o.temperature);
       for (uint32_t i = 0; i < N; ++i) {
         double sum = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/eagle_head.hpp"
 #include "vkspec/engine.hpp"
@@ -37,16 +38,9 @@ TEST_CASE("soak: every strategy equals ar over refilled contexts; device and hos
   ContextOptions co;
   co.pipeline_cache_dir = "-";
   Context ctx(co);
-  const std::string dir = std::string(VKSPEC_SOURCE_DIR) + "/models/";
-  GgufFile file = GgufFile::open(dir + "verifier.gguf");
-  ModelOptions mo;
-  mo.max_rows = 64;
-  LlamaModel model(ctx, file, mo);
-  EagleHead head1(ctx, dir + "head1", model, model.capacity(), 64), head2(ctx, dir + "head2", model, model.capacity(), 64);
-  std::vector<std::vector<uint32_t>> prompts;
-  std::ifstream in(dir + "prompts.txt");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) prompts.emplace_back(line.begin(), line.end());
+  DemoRig demo(ctx);
+  LlamaModel& model = demo.model;
+  const auto& prompts = demo.prompts;
   REQUIRE(prompts.size() >= 4);
   const uint64_t target = soak_tokens();
 
@@ -72,7 +66,7 @@ TEST_CASE("soak: every strategy equals ar over refilled contexts; device and hos
     EngineOptions o;
     o.strategy = s;
     o.depth = 5, o.topk = 4, o.budget = 12;
-    Engine e(ctx, model, &head1, &head2, o);
+    Engine e(ctx, model, &demo.head1, &demo.head2, o);
     uint64_t generated = 0, steps = 0, rounds = 0, device0 = 0, host0 = 0;
     for (size_t i = 0; generated < target; i = (i + 1) % prompts.size(), ++rounds) {
       const auto& p = prompts[i];

@@ -107,15 +107,10 @@ TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps
 TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar on the bundled trained model and heads") {
   // Real trained heads (models/README.md): tau ~3-5, so most steps commit several tokens and
   // route/merge pick between heads that really differ. Prompts are the held-out benchmark lines.
-  const std::string dir = std::string(VKSPEC_SOURCE_DIR) + "/models/";
-  GgufFile file = GgufFile::open(dir + "verifier.gguf");
-  ModelOptions mo;
-  mo.max_rows = 64;
-  LlamaModel model(ctx, file, mo);
-  EagleHead head1(ctx, dir + "head1", model, model.capacity(), 64), head2(ctx, dir + "head2", model, model.capacity(), 64);
-  std::vector<std::vector<uint32_t>> ps;
-  std::ifstream in(dir + "prompts.txt");
-  for (std::string line; std::getline(in, line) && ps.size() < 8;) ps.emplace_back(line.begin(), line.end());
+  DemoRig demo(ctx);
+  LlamaModel& model = demo.model;
+  EagleHead &head1 = demo.head1, &head2 = demo.head2;
+  const std::vector<std::vector<uint32_t>> ps(demo.prompts.begin(), demo.prompts.begin() + std::min<size_t>(8, demo.prompts.size()));
   REQUIRE(ps.size() == 8);
   EngineOptions ao;
   Engine ar(ctx, model, nullptr, nullptr, ao);

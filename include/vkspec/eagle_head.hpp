@@ -33,7 +33,10 @@ class EagleHead {
  public:
   // `path`: a folder with model.safetensors and config.json, or a .safetensors file with
   // config.json beside it. Throws naming the file and field if the head does not fit `verifier`.
-  EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows);
+  // check_finite: refuse NaN/Inf weights at load, naming the tensor (off only in tests that feed
+  // NaN through the kernels on purpose).
+  EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows,
+            bool check_finite = true);
 
   struct ForwardArgs {
     uint32_t N = 1;

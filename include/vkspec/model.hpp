@@ -22,6 +22,9 @@ struct ModelOptions {
   uint32_t context = 0;    // KV capacity in tokens; 0 = min(model context, 2048)
   uint32_t max_rows = 256;  // rows per forward (prefill chunk, tree size)
   WeightPath weight_path = WeightPath::Auto;
+  // Refuse a file with a NaN or Inf weight at load, naming the tensor (one pass at memory speed
+  // over the weights). Off only in tests that feed NaN through the kernels on purpose.
+  bool check_finite = true;
 };
 
 class LlamaModel {
@@ -81,8 +84,7 @@ class LlamaModel {
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the
 // kernels' layout. Types other than f32/f16/q8_0 (and mixed stacks) are converted to f16.
-DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path,
-                                const std::string& file);  // refuses NaN/Inf weights naming file and tensor
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path);
 // An f32 vector tensor (norm weights, biases) on the device.
 Buffer upload_f32(Context& ctx, const std::vector<float>& v);
 

@@ -137,7 +137,7 @@ void check_head_fits(const HeadConfig& c, const LlamaConfig& vc, const std::stri
 }
 
 EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
-                     uint32_t max_rows)
+                     uint32_t max_rows, bool check_finite)
     : ctx_(ctx), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
   namespace fs = std::filesystem;
   fs::path p(path), st, cj;
@@ -158,10 +158,12 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   struct Checked {  // every tensor the head reads passes the NaN/Inf check on its way in
     const SafetensorsFile& f;
     const std::string& file;
+    bool check;
     const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
-      return finite(f.get(name, shape), name, file);
+      const SafeTensor& t = f.get(name, shape);
+      return check ? finite(t, name, file) : t;
     }
-  } f{sf, path_};
+  } f{sf, path_, check_finite};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
   fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
   fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());

@@ -40,9 +40,7 @@ void require_finite(const GgufTensor& t, const std::string& file) {
                 " (the file is damaged)");
 }
 
-DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path,
-                                const std::string& file) {
-  for (auto* p : parts) require_finite(*p, file);
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path) {
   const uint64_t K = parts[0]->dims[0];
   uint64_t N = 0;
   bool same = true;
@@ -75,10 +73,7 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
 }
 
 namespace {
-std::vector<float> f32_of(const GgufTensor& t, const std::string& file) {
-  require_finite(t, file);
-  return dequantize_tensor(t);
-}
+std::vector<float> f32_of(const GgufTensor& t) { return dequantize_tensor(t); }
 }  // namespace
 
 LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx) {
@@ -89,31 +84,33 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   cap_ = opts.context ? opts.context : uint32_t(std::min(cfg_.ctx > 0 ? cfg_.ctx : 2048, 2048));
   max_rows_ = std::max<uint32_t>(1, opts.max_rows);
   check_device_fits(ctx, f);
+  if (opts.check_finite)
+    for (const GgufTensor& t : f.tensors()) require_finite(t, f.path());
   const WeightPath path = opts.weight_path;
 
-  embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path, f.path());
-  if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path, f.path());
-  out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight"), f.path()));
+  embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
+  if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
+  out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight")));
   weight_bytes_ = embd_.bytes() + out_.bytes();
 
   const uint32_t kv = kv_row_floats();
   for (int l = 0; l < cfg_.L; ++l) {
     Layer L;
     auto T = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
-    L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight"), f.path()));
-    L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight"), f.path()));
-    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path, f.path());
+    L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight")));
+    L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight")));
+    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path);
     if (cfg_.qkv_bias) {
-      std::vector<float> b = f32_of(T("attn_q.bias"), f.path());
+      std::vector<float> b = f32_of(T("attn_q.bias"));
       for (const char* s : {"attn_k.bias", "attn_v.bias"}) {
-        auto x = f32_of(T(s), f.path());
+        auto x = f32_of(T(s));
         b.insert(b.end(), x.begin(), x.end());
       }
       L.qkv_bias = upload_f32(ctx, b);
     }
-    L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path, f.path());
-    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path, f.path());
-    L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path, f.path());
+    L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path);
+    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
+    L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
     weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
     L.v = Buffer(ctx, uint64_t(cap_) * kv * 4);
