@@ -11,6 +11,7 @@
 #include "shared_data.hpp"
 #include "vkspec/gguf_writer.hpp"
 #include "tokenizer/pretokenize.hpp"
+#include "byte_vocab.hpp"
 #include "vkspec/tokenizer.hpp"
 
 using namespace vkspec;
@@ -119,35 +120,12 @@ TEST_CASE("tokenizer: utf8_complete_prefix") {
   CHECK(utf8_complete_prefix("\xe4\xb8" "a") == 3);        // broken sequence passes through
 }
 
-namespace {
-
-// A byte-level vocab of exactly the 256 byte tokens, no merges (the colleague's demo model).
-std::vector<std::string> byte_vocab() {
-  // GPT-2's bytes_to_unicode, written out independently of src/tokenizer/unicode.cpp.
-  std::vector<std::string> v(256);
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
-    const int cp = keep ? b : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s += char(cp);
-    } else {
-      s += char(0xc0 | (cp >> 6));
-      s += char(0x80 | (cp & 0x3f));
-    }
-    v[b] = s;
-  }
-  return v;
-}
-
-}  // namespace
-
+// A byte-level vocab of exactly the 256 byte tokens, no merges (the bundled demo model's).
 TEST_CASE("tokenizer: 256-byte gpt2 vocab with empty merges encodes raw bytes") {
   GgufWriter w;
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "default");
-  w.add_array_string("tokenizer.ggml.tokens", byte_vocab());
+  w.add_array_string("tokenizer.ggml.tokens", test::byte_vocab());
   std::vector<int32_t> types(256, 1);
   w.add_array_i32("tokenizer.ggml.token_type", types);
   w.add_array_string("tokenizer.ggml.merges", {});
@@ -194,7 +172,7 @@ TEST_CASE("tokenizer reject: malformed metadata") {
   auto base = [] {
     GgufWriter w;
     w.add_string("tokenizer.ggml.model", "gpt2");
-    w.add_array_string("tokenizer.ggml.tokens", byte_vocab());
+    w.add_array_string("tokenizer.ggml.tokens", test::byte_vocab());
     w.add_array_string("tokenizer.ggml.merges", {});
     return w;
   };

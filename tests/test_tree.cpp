@@ -202,11 +202,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trie folds identical paths of both pools 
     for (auto [c1, c2, alphabet] : {std::tuple{1u, 1u, 3u}, {9u, 9u, 2u}, {40u, 33u, 3u}, {53u, 53u, 4u},
                                     {200u, 150u, 6u}, {512u, 512u, 5u}, {300u, 20u, 1000u}}) {
       std::mt19937 rng(seed++);
-      HostTree p1 = random_tree(c1, 8, 1, rng), p2 = random_tree(c2, 8, 2, rng);
-      // Small alphabets make the heads agree often; some equal scores test the index tie-break.
-      for (auto& x : p1.token) x %= alphabet;
-      for (auto& x : p2.token) x %= alphabet;
-      p2.token[0] = p1.token[0];
+      auto [p1, p2] = overlapping_pools(c1, c2, alphabet, rng);  // equal scores test the index tie-break
       // Scores rounded down to quarters: still monotone along paths, and ties are frequent.
       for (HostTree* p : {&p1, &p2})
         for (auto& s : p->score) s = std::floor(s * 4.0f) / 4.0f;

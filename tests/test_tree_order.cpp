@@ -76,10 +76,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: NaN and ±Inf scores rank in one total order in
     const KernelConfig cfg = wg_cfg(wg);
     for (auto [c1, c2, alphabet] : {std::tuple{2u, 2u, 2u}, {37u, 23u, 3u}, {200u, 150u, 4u}, {512u, 512u, 5u}}) {
       std::mt19937 rng(seed++);
-      HostTree p1 = random_tree(c1, 8, 1, rng), p2 = random_tree(c2, 8, 2, rng);
-      for (auto& x : p1.token) x %= alphabet;
-      for (auto& x : p2.token) x %= alphabet;
-      p2.token[0] = p1.token[0];
+      auto [p1, p2] = overlapping_pools(c1, c2, alphabet, rng);
       for (HostTree* p : {&p1, &p2})
         for (size_t i = 1; i < p->size(); ++i) p->score[i] = hostile(rng, std::floor(p->score[i] * 4.0f) / 4.0f);
       DeviceTree d1(ctx, c1, 8), d2(ctx, c2, 8);

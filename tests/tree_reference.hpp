@@ -271,6 +271,16 @@ inline HostTree trie_ref(const HostTree& p1, const HostTree& p2, uint32_t n_out,
   return t;
 }
 
+// Two random pools for merge-trie: tokens from `alphabet` symbols, so the heads agree often, and
+// the same root token.
+inline std::pair<HostTree, HostTree> overlapping_pools(uint32_t c1, uint32_t c2, uint32_t alphabet, std::mt19937& rng) {
+  HostTree p1 = random_tree(c1, 8, 1, rng), p2 = random_tree(c2, 8, 2, rng);
+  for (auto& x : p1.token) x %= alphabet;
+  for (auto& x : p2.token) x %= alphabet;
+  p2.token[0] = p1.token[0];
+  return {std::move(p1), std::move(p2)};
+}
+
 // ---- hostile scores: NaN and ±Inf (a broken head or verifier) ------------------------------
 
 

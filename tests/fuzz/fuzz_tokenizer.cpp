@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../byte_vocab.hpp"
 #include "vkspec/gguf.hpp"
 #include "vkspec/gguf_writer.hpp"
 #include "vkspec/tokenizer.hpp"
@@ -19,27 +20,6 @@
 namespace {
 
 using namespace vkspec;
-
-// GPT-2's printable stand-in for byte b (the table byte-level vocabularies use).
-std::string byte_piece(int b) {
-  int cp;
-  if ((b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff)) {
-    cp = b;
-  } else {
-    int n = 0;
-    for (int k = 0; k < b; ++k)
-      if (!((k >= '!' && k <= '~') || (k >= 0xa1 && k <= 0xac) || (k >= 0xae && k <= 0xff))) ++n;
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else {
-    s += char(0xc0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
 
 struct Built {
   std::vector<uint8_t> gguf;
@@ -65,9 +45,10 @@ Built build_vocab(FuzzedDataProvider& in) {
   } else {
     const int drop = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(0, 255) : -1;
     all_bytes = drop < 0;
+    static const std::vector<std::string> vocab = vkspec::test::byte_vocab();
     for (int b = 0; b < 256; ++b)
       if (b != drop) {
-        toks.push_back(byte_piece(b));
+        toks.push_back(vocab[b]);
         types.push_back(1);
       }
   }
