@@ -6,7 +6,9 @@ layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) writeonly buffer O { uint o[]; };
-layout(push_constant) uniform Push { uint V, x_offset, x_stride, o_offset; } pc;
+#define DYN_BINDING 2
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint V, x_offset, x_stride, o_offset, o_slot; } pc;
 void main() {
   const uint row = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
   const uint xo = pc.x_offset + row * pc.x_stride;
@@ -19,5 +21,5 @@ void main() {
   }
   float m;
   const uint r = wg_argmax(best, bi, m);
-  if (lid == 0) o[pc.o_offset + row] = r;
+  if (lid == 0) o[dyn(pc.o_offset, pc.o_slot) + row] = r;
 }

@@ -23,6 +23,8 @@ layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
 layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
 layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
+#define DYN_BINDING 5
+#include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint N, H, Hkv, D;
   uint t;            // committed cache length
@@ -31,7 +33,9 @@ layout(push_constant) uniform Push {
   uint mask_words;   // u32 words per mask row
   uint causal;       // 1: rows are a chain (row i's ancestors are rows 0..i); mask unused
   float scale;       // 1/sqrt(D)
+  uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
 } pc;
+uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
 shared float qs[DMAX];
 shared float ps[WG];
@@ -39,6 +43,7 @@ shared uint anc[MAX_DEPTH];
 shared uint n_anc;
 
 void main() {
+  t_ctx = dyn(pc.t, pc.t_slot);
   const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
   const uint hk = h / (pc.H / pc.Hkv);
   const uint row_stride = pc.Hkv * pc.D;
@@ -58,7 +63,7 @@ void main() {
   }
   barrier();
   const uint n_tree = pc.causal != 0 ? i + 1 : n_anc;
-  const uint n_keys = pc.t + n_tree;
+  const uint n_keys = t_ctx + n_tree;
 
   float m = -1.0 / 0.0, l = 0.0;
   // Each lane owns output dims d = lid, lid + WG, ... (at most DMAX / WG of them).
@@ -70,7 +75,7 @@ void main() {
     const uint pos = base + lid;
     float s = -1.0 / 0.0;
     if (pos < n_keys) {
-      const uint slot = pos < pc.t ? pos : pc.t + (pc.causal != 0 ? pos - pc.t : anc[pos - pc.t]);
+      const uint slot = pos < t_ctx ? pos : t_ctx + (pc.causal != 0 ? pos - t_ctx : anc[pos - t_ctx]);
       const uint ko = slot * row_stride + hk * pc.D;
       float dotv = 0.0;
       for (uint d = 0; d < pc.D; ++d) dotv += qs[d] * kc[ko + d];
@@ -89,7 +94,7 @@ void main() {
       float a = acc[r] * corr;
       for (uint j = 0; j < cnt; ++j) {
         const uint pj = base + j;
-        const uint slot = pj < pc.t ? pj : pc.t + (pc.causal != 0 ? pj - pc.t : anc[pj - pc.t]);
+        const uint slot = pj < t_ctx ? pj : t_ctx + (pc.causal != 0 ? pj - t_ctx : anc[pj - t_ctx]);
         a += ps[j] * vc[slot * row_stride + hk * pc.D + d];
       }
       acc[r] = a;

@@ -55,6 +55,8 @@ vec4 load_v(uint e, uint c) {
 #endif
 layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
 layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
+#define DYN_BINDING 5
+#include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint N, H, Hkv, Dp;  // Dp == D (the portable kernel reads it from here)
   uint t;              // committed cache length
@@ -63,7 +65,9 @@ layout(push_constant) uniform Push {
   uint mask_words;   // u32 words per mask row
   uint causal;       // 1: rows are a chain (row i's keys at t.. are slots t..t+i); mask unused
   float scale;       // 1/sqrt(D)
+  uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
 } pc;
+uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
 // Cache slot of the row's tree key at depth e: its e-th set mask bit (parents come first, so
 // bit order is depth order). Lanes differ in e; the loop is short (depth <= 64).
@@ -74,7 +78,7 @@ uint tree_slot(uint row, uint e) {
     const uint c = uint(bitCount(bits));
     if (e < c) {
       for (uint k = 0; k < e; ++k) bits &= bits - 1u;
-      return pc.t + w * 32 + uint(findLSB(bits));
+      return t_ctx + w * 32 + uint(findLSB(bits));
     }
     e -= c;
   }
@@ -82,6 +86,7 @@ uint tree_slot(uint row, uint e) {
 }
 
 void main() {
+  t_ctx = dyn(pc.t, pc.t_slot);
   // One subgroup per workgroup: the local index is the subgroup lane.
   const uint i = gl_WorkGroupID.x, lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
   const uint h0 = gl_WorkGroupID.y * HPW;
@@ -93,7 +98,7 @@ void main() {
     n_tree = 0;
     for (uint w = 0; w < pc.mask_words; ++w) n_tree += uint(bitCount(mask[pc.mask_offset + i * pc.mask_words + w]));
   }
-  const uint n_keys = pc.t + n_tree;
+  const uint n_keys = t_ctx + n_tree;
 
   // q rows in registers, pre-scaled so a score is one dot product.
   vec4 qv[HPW * DV];
@@ -124,8 +129,8 @@ void main() {
     // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.
     // The uniform test keeps the mask walk out of every chunk but the last one or two.
     uint slot = pos;
-    if (pc.causal == 0 && base + S > pc.t) {
-      if (valid && pos >= pc.t) slot = tree_slot(i, pos - pc.t);
+    if (pc.causal == 0 && base + S > t_ctx) {
+      if (valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
     }
     if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
     const uint e = slot * row_stride + kv0;

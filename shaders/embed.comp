@@ -6,13 +6,15 @@ layout(constant_id = 0) const uint WG = 64;
 #include "weights.glsl"
 layout(set = 0, binding = 2, std430) readonly buffer Tok { uint tokens[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer O { float o[]; };
-layout(push_constant) uniform Push { uint T, C, row_begin, rows, tok_offset, o_offset, o_stride; } pc;
+#define DYN_BINDING 4
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint T, C, row_begin, rows, tok_offset, o_offset, o_stride, tok_slot; } pc;
 void main() {
   const uint t = gl_WorkGroupID.x;
   // A table split into row chunks is gathered by one dispatch per chunk; each writes the rows
   // whose token falls in its range. Ids outside the vocabulary are rejected on the host, and
   // this range test also keeps a bad id from ever reading outside the table.
-  const uint id = tokens[pc.tok_offset + t];
+  const uint id = tokens[dyn(pc.tok_offset, pc.tok_slot) + t];
   if (id < pc.row_begin || id - pc.row_begin >= pc.rows) return;
   const uint tok = id - pc.row_begin;
   const uint kb = (pc.C + 31) / 32;

@@ -1,5 +1,7 @@
 #version 450
-// In-place rotary embedding of x(T, H, D) with the position of each row read from pos(T).
+// In-place rotary embedding of x(T, H, D). Row t's position is pos[pos_offset + t] from a table
+// (has_table), plus first + step * t, where `first` is a dynamic scalar (dyn.glsl): a causal run
+// is (first = t0, step 1), a draft level's rows share one position (step 0).
 // MODE 0: consecutive pairs (2i, 2i+1) — GGUF/llama.cpp "normal" order.
 // MODE 1: halves (i, i + n_rot/2) — Hugging Face rotate_half ("neox") order.
 // Only the first n_rot dims of each head rotate. One invocation per pair.
@@ -8,9 +10,12 @@ layout(constant_id = 0) const uint WG = 64;
 
 layout(set = 0, binding = 0, std430) buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; };
+#define DYN_BINDING 2
+#include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
   float theta;
+  uint has_table, first, first_slot, step;
 } pc;
 
 void main() {
@@ -23,7 +28,8 @@ void main() {
   const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
   // theta^(-2i/n_rot) computed in f32 exactly as the CPU reference does.
   const float freq = pow(pc.theta, -float(2 * i) / float(pc.n_rot));
-  const float ang = float(pos[pc.pos_offset + t]) * freq;
+  const int p = (pc.has_table != 0 ? pos[pc.pos_offset + t] : 0) + int(dyn(pc.first, pc.first_slot) + pc.step * t);
+  const float ang = float(p) * freq;
   const float c = cos(ang), s = sin(ang);
   const float x0 = x[a], x1 = x[b];
   x[a] = x0 * c - x1 * s;

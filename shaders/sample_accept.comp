@@ -22,8 +22,10 @@ layout(set = 0, binding = 2, std430) readonly buffer Head { uint head[]; };
 layout(set = 0, binding = 3, std430) readonly buffer P { float p[]; };       // (n, V)
 layout(set = 0, binding = 4, std430) writeonly buffer Info { uint info[]; }; // (trials, 16)
 layout(set = 0, binding = 5, std430) writeonly buffer Acc { uint accepted[]; };  // (trials, A)
+#define DYN_BINDING 6
+#include "dyn.glsl"
 layout(push_constant) uniform Push {
-  uint n, V, p_offset, p_stride, A, step, seed_lo, seed_hi;
+  uint n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot;
 } pc;
 
 const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
@@ -39,6 +41,7 @@ bool is_rejected(uint v) {
 }
 
 void main() {
+  const uint step = dyn(pc.step, pc.step_slot);
   const uint b = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
   const uvec2 seed = uvec2(pc.seed_lo, pc.seed_hi);
   for (uint j = lid; j < pc.n; j += WG) level[j] = 0;
@@ -57,7 +60,7 @@ void main() {
         const uint x = token[j];
         if (x >= pc.V || is_rejected(x)) continue;  // p(x) = 0 now: rejected, no draw needed
         const float px = p[po + x];
-        const float u = philox_uniform(seed, pc.step + e, j, b);
+        const float u = philox_uniform(seed, step + e, j, b);
         // accept with probability p(x) / (1 - gone), without dividing
         if (u * (1.0 - gone) < px) { hit = int(j); break; }
         rejected[n_rej++] = x;
@@ -90,7 +93,7 @@ void main() {
     const uint e = depth_e;
     float total = 0.0;
     for (uint k = 0; k < WG; ++k) total += partial[k];
-    const float target = philox_uniform(seed, pc.step + e, 0u, b) * total;
+    const float target = philox_uniform(seed, step + e, 0u, b) * total;
     uint next = 0xffffffffu, last_pos = 0xffffffffu;
     float acc = 0.0;
     for (uint k = 0; k < WG && next == 0xffffffffu; ++k) {

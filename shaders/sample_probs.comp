@@ -17,10 +17,13 @@ layout(set = 0, binding = 1, std430) coherent buffer P { float p[]; };        //
 layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };  // y[0..t]
 layout(set = 0, binding = 3, std430) readonly buffer Tok { uint token[]; };   // tree
 layout(set = 0, binding = 4, std430) readonly buffer Par { int parent[]; };   // tree
+#define DYN_BINDING 5
+#include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint V, x_offset, x_stride, p_offset, p_stride;
   uint t, W, top_k, greedy;
   float temp, top_p, min_p, penalty;
+  uint t_slot;
 } pc;
 
 const uint WMAX = 1024, DMAX = kTreeMaxPath;
@@ -101,7 +104,8 @@ void main() {
     uint n = 0;
     for (uint k = 0; k < from_path; ++k) win[n++] = path[k];
     const uint rest = pc.W - from_path;
-    for (uint k = 0; k < rest && k <= pc.t; ++k) win[n++] = seq_tokens[pc.t - k];
+    const uint t = dyn(pc.t, pc.t_slot);
+    for (uint k = 0; k < rest && k <= t; ++k) win[n++] = seq_tokens[t - k];
     n_win = pc.penalty == 1.0 ? 0u : n;
   }
   for (uint i = lid; i < pc.V; i += WG) p[yo + i] = x[xo + i];

@@ -10,12 +10,15 @@ const uint MAXROWS = kTreeMaxPath;
 layout(set = 0, binding = 0, std430) readonly buffer Info { uint info[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Acc { uint accepted[]; };
 layout(set = 0, binding = 2, std430) buffer Cache { float cache[]; };
-layout(push_constant) uniform Push { uint t, row_floats; } pc;
+#define DYN_BINDING 3
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint t, row_floats, t_slot; } pc;
 void main() {
   const uint c = gl_GlobalInvocationID.x;
   if (c >= pc.row_floats) return;
   const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
+  const uint t = dyn(pc.t, pc.t_slot);
   float v[MAXROWS];
-  for (uint e = 0; e < rows; ++e) v[e] = cache[(pc.t + accepted[e]) * pc.row_floats + c];
-  for (uint e = 0; e < rows; ++e) cache[(pc.t + e) * pc.row_floats + c] = v[e];
+  for (uint e = 0; e < rows; ++e) v[e] = cache[(t + accepted[e]) * pc.row_floats + c];
+  for (uint e = 0; e < rows; ++e) cache[(t + e) * pc.row_floats + c] = v[e];
 }

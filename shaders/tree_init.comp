@@ -8,10 +8,12 @@ layout(set = 0, binding = 2, std430) writeonly buffer Par { int parent[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer Dep { uint depth[]; };
 layout(set = 0, binding = 4, std430) writeonly buffer Sco { float score[]; };
 layout(set = 0, binding = 5, std430) writeonly buffer Head { uint head[]; };
-layout(push_constant) uniform Push { uint root_offset; } pc;
+#define DYN_BINDING 6
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint root_offset, root_slot; } pc;
 void main() {
   if (gl_GlobalInvocationID.x != 0) return;
-  token[0] = root_token[pc.root_offset];
+  token[0] = root_token[dyn(pc.root_offset, pc.root_slot)];
   parent[0] = -1;
   depth[0] = 0;
   score[0] = 0.0;

@@ -14,7 +14,9 @@ layout(set = 0, binding = 2, std430) writeonly buffer Mask { uint mask[]; };  //
 layout(set = 0, binding = 3, std430) writeonly buffer Pos { int pos[]; };
 layout(set = 0, binding = 4, std430) writeonly buffer Ret { int retrieve[]; };  // (cap, max_depth+1)
 layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
-layout(push_constant) uniform Push { uint n, t, max_depth, words; } pc;
+#define DYN_BINDING 6
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot; } pc;
 shared uint has_child[NMAX];
 shared uint node_depth[NMAX];
 void main() {
@@ -36,7 +38,7 @@ void main() {
     for (uint w = 0; w < pc.words; ++w) mask[i * pc.words + w] = m[w];
     depth[i] = d;
     node_depth[i] = d;
-    pos[i] = int(pc.t + d);
+    pos[i] = int(dyn(pc.t, pc.t_slot) + d);
     if (i > 0) has_child[uint(parent[i])] = 1;  // same value from every child: benign
   }
   barrier();

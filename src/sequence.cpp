@@ -1,18 +1,27 @@
 #include "vkspec/sequence.hpp"
 
 #include "vkspec/context.hpp"
+#include "vkspec/step_state.h"
 
 namespace vkspec {
 
 namespace {
 // Generous per-recording budget; a decode step of a 32-layer model uses ~600 sets.
 constexpr uint32_t kMaxSets = 8192;
-constexpr VkPipelineStageFlags kStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkPipelineStageFlags kStages =
+    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
 constexpr VkAccessFlags kAccess = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_UNIFORM_READ_BIT |
-                                  VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+                                  VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                                  VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+constexpr uint32_t kArgsHeader = 4;  // u32 words before the first dispatch's (gx, gy, gz)
 }  // namespace
 
-Sequence::Sequence(Context& ctx, uint32_t max_timed) : ctx_(ctx), max_timed_(max_timed) {
+Sequence::Sequence(Context& ctx, uint32_t max_timed, bool replayable)
+    : ctx_(ctx), max_timed_(max_timed), replayable_(replayable) {
+  if (replayable_) {
+    recorded_args_ = Buffer(ctx, (kArgsHeader + 3 * kMaxSets) * 4);
+    live_args_ = Buffer(ctx, (kArgsHeader + 3 * kMaxSets) * 4);
+  }
   const auto& vk = ctx.vk();
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = ctx.command_pool();
@@ -54,7 +63,7 @@ void Sequence::begin() {
   VKSPEC_VK(vk.vkResetDescriptorPool(ctx_.device(), pool_, 0));
   VKSPEC_VK(vk.vkResetCommandBuffer(cb_, 0));
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  bi.flags = replayable_ ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VKSPEC_VK(vk.vkBeginCommandBuffer(cb_, &bi));
   recording_ = true;
   timed_ = 0;
@@ -62,6 +71,10 @@ void Sequence::begin() {
   labels_.clear();
   written_.clear();
   read_.clear();
+  args_.assign(kArgsHeader, 0);
+  // A replayed recording follows another copy of itself in the same submission: order it after
+  // everything submitted before.
+  if (replayable_) barrier();
   if (queries_) {
     vk.vkCmdResetQueryPool(cb_, queries_, 0, max_timed_ + 1);
     vk.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
@@ -98,10 +111,11 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   if (push_size != p.desc().push_size)
     throw Error("dispatch of '" + p.desc().shader + "' got " + std::to_string(push_size) +
                 " bytes of push constants, expected " + std::to_string(p.desc().push_size));
-  bool need = false;
+  bool need = replayable_ && &p != gate_pipeline_ && hazard(live_args_.handle(), false);
   for (auto& b : bindings) need |= hazard(b.buffer->handle(), b.write);
   if (need) barrier();
   for (auto& b : bindings) touch(b.buffer->handle(), b.write);
+  if (replayable_ && &p != gate_pipeline_) touch(live_args_.handle(), false);
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorPool = pool_;
@@ -136,7 +150,14 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   vk.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle());
   vk.vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout(), 0, 1, &set, 0, nullptr);
   if (push_size) vk.vkCmdPushConstants(cb_, p.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
-  vk.vkCmdDispatch(cb_, gx, gy, gz);
+  if (replayable_ && &p != gate_pipeline_) {
+    if (dispatches_ >= kMaxSets) throw Error("a replayable sequence holds at most " + std::to_string(kMaxSets) + " dispatches");
+    const VkDeviceSize off = args_.size() * 4;
+    args_.insert(args_.end(), {gx, gy, gz});
+    vk.vkCmdDispatchIndirect(cb_, live_args_.handle(), off);
+  } else {
+    vk.vkCmdDispatch(cb_, gx, gy, gz);
+  }
   ++dispatches_;
   if (queries_ && timed_ < max_timed_) {
     vk.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, ++timed_);
@@ -166,6 +187,23 @@ void Sequence::fill(const Buffer& dst, uint32_t value, VkDeviceSize off, VkDevic
   ctx_.vk().vkCmdFillBuffer(cb_, dst.handle(), off, bytes, value);
 }
 
+void Sequence::update(const Buffer& dst, VkDeviceSize off, const void* data, VkDeviceSize bytes) {
+  if (hazard(dst.handle(), true)) barrier();
+  touch(dst.handle(), true);
+  ctx_.vk().vkCmdUpdateBuffer(cb_, dst.handle(), off, bytes, data);
+}
+
+void Sequence::gate(const Buffer& state) {
+  if (!replayable_ || dispatches_ != 0) throw Error("Sequence::gate: only first in a replayable recording");
+  struct Push {
+    uint32_t header;
+  } push{kArgsHeader};
+  const Pipeline& p = ctx_.pipelines().get(make_pipeline_desc(
+      "step_gate", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(Push), uint32_t(64)));
+  gate_pipeline_ = &p;
+  dispatch(p, {in(state), in(recorded_args_), out(live_args_)}, push, 8, 1, 1, "step_gate");
+}
+
 void Sequence::end() {
   const auto& vk = ctx_.vk();
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -174,13 +212,20 @@ void Sequence::end() {
   vk.vkCmdPipelineBarrier(cb_, kStages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   VKSPEC_VK(vk.vkEndCommandBuffer(cb_));
   recording_ = false;
+  if (replayable_) {
+    args_[0] = uint32_t(args_.size()) - kArgsHeader;
+    recorded_args_.upload(args_);
+    live_args_.upload(args_);  // a recording submitted without its gate still runs
+  }
 }
 
-void Sequence::submit() {
+void Sequence::submit(uint32_t copies) {
   const auto& vk = ctx_.vk();
+  if (copies != 1 && !replayable_) throw Error("Sequence::submit: only a replayable sequence runs several copies");
+  const std::vector<VkCommandBuffer> cbs(copies, cb_);
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb_;
+  si.commandBufferCount = copies;
+  si.pCommandBuffers = cbs.data();
   VKSPEC_VK(vk.vkResetFences(ctx_.device(), 1, &fence_));
   VKSPEC_VK(vk.vkQueueSubmit(ctx_.queue(), 1, &si, fence_));
   pending_ = true;

@@ -19,11 +19,11 @@ enum class MemoryKind {
 
 class Buffer {
  public:
-  // Usage: STORAGE | UNIFORM_TEXEL | TRANSFER_SRC | TRANSFER_DST are always set; add UNIFORM
+  // Usage: STORAGE | UNIFORM_TEXEL | TRANSFER_SRC | TRANSFER_DST | INDIRECT are always set; add UNIFORM
   // with `uniform` when the buffer is bound as a UBO.
   static constexpr VkBufferUsageFlags kDefaultUsage =
       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
-      VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+      VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
 
   Buffer() = default;
   Buffer(Context& ctx, VkDeviceSize bytes, MemoryKind kind = MemoryKind::Device, bool uniform = false);

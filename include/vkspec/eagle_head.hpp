@@ -38,22 +38,33 @@ class EagleHead {
   EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows,
             bool check_finite = true);
 
+  // Scalars that change from step to step are Dyn (ops.hpp): a step recorded once reads them from
+  // the step state on the GPU.
   struct ForwardArgs {
     uint32_t N = 1;
-    uint32_t t = 0;        // committed head KV length (keys [0, t) are visible)
-    uint32_t kv_slot = 0;  // rows write K/V at slots kv_slot + r (== t for a causal chain)
+    Dyn t;        // committed head KV length (keys [0, t) are visible)
+    Dyn kv_slot;  // rows write K/V at slots kv_slot + r (== t for a causal chain)
     const Buffer* tokens = nullptr;  // u32 ids at tok_offset: token_{t+1} of each pair
-    uint32_t tok_offset = 0;
+    Dyn tok_offset;
     Mat features;  // (N, C) verifier features f_t (or the head's own h when drafting deeper)
-    const Buffer* pos = nullptr;  // i32 positions at pos_offset
+    // Positions: pos[pos_offset + r] from a table, or else pos_first + pos_step * r.
+    const Buffer* pos = nullptr;
     uint32_t pos_offset = 0;
+    Dyn pos_first;
+    uint32_t pos_step = 1;
     const Buffer* mask = nullptr;  // ancestor bits relative to slot t; nullptr: causal chain
     uint32_t mask_offset = 0, mask_words = 0;
+    // Logits for rows logits_from..N-1 (none when logits_from >= N) — or, with `root`, only for
+    // row root_row, whose h is first copied to the root slot (row root_slot() of hidden() and
+    // logits()): the draft's root when the row depends on the last step's accepted length.
     uint32_t logits_from = 0;
+    bool root = false;
+    Dyn root_row;
   };
   void forward(Sequence& seq, const ForwardArgs& a);
-  Mat hidden() const { return {&h_, 0, pad4(uint32_t(cfg_.C))}; }  // (max_rows, C) head output h
-  Mat logits() const { return {&logits_, 0, pad4(uint32_t(cfg_.V))}; }
+  Mat hidden() const { return {&h_, 0, pad4(uint32_t(cfg_.C))}; }  // (max_rows + 1, C) head output h
+  Mat logits() const { return {&logits_, 0, pad4(uint32_t(cfg_.V))}; }  // (max_rows + 1, V)
+  uint32_t root_slot() const { return max_rows_; }
   const HeadConfig& config() const { return cfg_; }
   const std::string& path() const { return path_; }
   uint32_t capacity() const { return cap_; }

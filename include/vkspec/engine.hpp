@@ -31,6 +31,11 @@ struct EngineOptions {
   // rejection sampling, in every speculative strategy.
   SamplingOptions sampling;
   bool force_sampling_path = false;  // tests: G + rejection sampling even when greedy would do
+  // Steps chained in one submission (DESIGN.md §7): the host waits and reads tokens once per
+  // submission. Steps past a stop token or the token limit do nothing on the GPU.
+  uint32_t steps_per_submit = 1;
+  // Generation ends after emitting any of these (included in the output); at most kOutMaxStop.
+  std::vector<uint32_t> stop_tokens;
 };
 
 // What the tree kernels take (vkspec/tree_limits.h), as option ranges. Each head drafts a pool of
@@ -57,12 +62,17 @@ struct GenerateStats {
   double seconds = 0, prefill_seconds = 0;
   double tokens_per_s = 0;
   double host_waits_per_step = 0;
+  double host_waits_per_token = 0;   // host waits per generated token after the prefill's
+  double host_cpu_us_per_step = 0;   // host thread CPU time per step (submit + wait + readback)
+  bool stopped = false;              // ended on a stop token
   uint32_t dispatches_per_step = 0;
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
   std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)
 };
 
+// The engine: a StepPlan (src/speculative/step_plan.hpp) built once from the verifier, the
+// strategy's drafters and combiner, and the options; generate() prefills, then resubmits it.
 class Engine {
  public:
   Engine(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2, const EngineOptions& opts);
@@ -74,31 +84,20 @@ class Engine {
   const EngineOptions& options() const { return opts_; }
   // Throws the error generate() would give for this prompt and length, without running.
   void check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const;
+  uint32_t dispatches_per_step() const;  // of the recorded step, its gate included
 
  private:
-  struct HeadState;
-  void prefill(Sequence& seq, const std::vector<uint32_t>& prompt);
-  void record_draft(Sequence& seq, HeadState& hs, uint32_t head_id);
-  void record_ingest(Sequence& seq, HeadState& hs, Mat features, uint32_t t_from, uint32_t n);
+  struct Parts;
   uint32_t verify_nodes() const;
   uint32_t draft_depth() const { return opts_.strategy == Strategy::AR ? 0 : opts_.depth; }  // ar drafts nothing
   void check_tree_options(const EagleHead* h1, const EagleHead* h2) const;
   bool sampling() const { return opts_.sampling.active() || opts_.force_sampling_path; }
-  void record_sample_next(Sequence& seq, Mat logits_row, uint32_t t_last);
+  void record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt);
 
   Context& ctx_;
   LlamaModel& model_;
   EngineOptions opts_;
-  std::vector<std::unique_ptr<HeadState>> heads_;
-  // params_ (host-visible i32): position ids the forwards read, [0, kIngestRows) prompt and
-  // ingest rows, then (D-1)·K draft positions (draft_pos_offset). Replaced by a GPU-side step
-  // state later (DESIGN.md §7); sized from the options until then.
-  Buffer seq_tokens_, count_, params_, zero_, vargmax_, accepted_, feat_, readback_;
-  uint32_t ingest_from_ = 0, ingest_n_ = 0;  // head ingest pending for the next step
-  std::unique_ptr<DeviceTree> vtree_;
-  std::unique_ptr<DeviceTree> root_tree_;  // a root-only tree: what `ar` samples through
-  Buffer probs_;                           // (max_rows, V) G's output when sampling
-  uint32_t t_ = 0;  // committed verifier length; seq_tokens_[t_] is the root
+  std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace vkspec

@@ -37,11 +37,14 @@ class LlamaModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
 
   struct ForwardArgs {
+    // Scalars that change from step to step are Dyn (ops.hpp): a step recorded once reads them
+    // from the step state on the GPU.
     uint32_t N = 1;  // rows
-    uint32_t t = 0;  // committed KV length; rows write K/V at slots t .. t+N-1
+    Dyn t;           // committed KV length; rows write K/V at slots t .. t+N-1
     const Buffer* tokens = nullptr;  // u32 token ids at tok_offset
-    uint32_t tok_offset = 0;
-    const Buffer* pos = nullptr;  // i32 position ids at pos_offset
+    Dyn tok_offset;
+    // Positions: pos[pos_offset + r] from a table (a tree's depths), or else t + r (a chain).
+    const Buffer* pos = nullptr;
     uint32_t pos_offset = 0;
     const Buffer* mask = nullptr;  // tree ancestor mask (N, mask_words); nullptr = causal chain
     uint32_t mask_offset = 0, mask_words = 0;
@@ -79,7 +82,6 @@ class LlamaModel {
   std::vector<Layer> layers_;
   // Scratch, (max_rows, ·) each.
   Buffer x_, xn_, qkv_, attn_, gu_, act_, hidden_, logits_;
-  std::vector<VkBufferCopy> kregions_, vregions_;  // reused while recording: no allocation per step
 };
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the

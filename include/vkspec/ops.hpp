@@ -11,6 +11,7 @@
 #include "vkspec/buffer.hpp"
 #include "vkspec/context.hpp"
 #include "vkspec/sequence.hpp"
+#include "vkspec/step_state.h"
 
 namespace vkspec {
 
@@ -23,6 +24,25 @@ struct Mat {
   Binding out() const { return vkspec::out(*buf); }
   Mat row(uint32_t r) const { return {buf, offset + r * stride, stride}; }
   Mat col(uint32_t c) const { return {buf, offset + c, stride}; }
+};
+
+// A scalar the GPU reads when the dispatch runs (vkspec/step_state.h): `base`, plus word `slot`
+// of a step-state buffer when one is given. A plain number converts to a fixed Dyn, so one op
+// serves a one-off call (tests, prefill) and a step recorded once and replayed.
+struct Dyn {
+  uint32_t base = 0;
+  const Buffer* state = nullptr;
+  uint32_t slot = kDynFixed;
+  Dyn(uint32_t b = 0) : base(b) {}  // NOLINT: implicit by design
+  Dyn(const Buffer& s, uint32_t sl, uint32_t b = 0) : base(b), state(&s), slot(sl) {}
+  Dyn operator+(uint32_t d) const {
+    Dyn r = *this;
+    r.base += d;
+    return r;
+  }
+  bool fixed() const { return state == nullptr; }
+  // What the kernel's state binding gets: the state buffer, or `unused` (never read) when fixed.
+  Binding binding(const Buffer& unused) const { return in(state ? *state : unused); }
 };
 
 // Per-dispatch knobs every op accepts; 0 / -1 mean "choose from DeviceCaps". Tests sweep them.
@@ -76,15 +96,32 @@ struct MatmulArgs {
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});
 
 // out(T, C) = table[tokens[tok_offset + t]]
-void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, uint32_t tok_offset, Mat out, uint32_t T,
+void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn tok_offset, Mat out, uint32_t T,
            KernelConfig cfg = {});
 // y(T, C) = x * rsqrt(mean(x^2) + eps) * w
 void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg = {});
 
 enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half
+// Row t's position: table[offset + t] (when a table is given) + first + step * t.
+struct RopePositions {
+  const Buffer* table = nullptr;
+  uint32_t offset = 0;
+  Dyn first;
+  uint32_t step = 0;
+  static RopePositions from_table(const Buffer& b, uint32_t off) { return {&b, off, 0u, 0}; }
+  static RopePositions run(Dyn first, uint32_t step = 1) { return {nullptr, 0, first, step}; }
+};
+void rope(Sequence& seq, Mat x, const RopePositions& pos, uint32_t T, uint32_t H, uint32_t D, uint32_t n_rot,
+          float theta, RopeMode mode, KernelConfig cfg = {});
 // x(T, H, D) rotated in place at positions pos[pos_offset + t]; the first n_rot dims rotate.
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
           uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg = {});
+// Cache rows slot + r (r < N, kv floats each) of k_cache / v_cache = columns [k_col, k_col + kv) /
+// [v_col, v_col + kv) of src row r: the K and V of a qkv projection into place.
+void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,
+              const Buffer& v_cache, Dyn slot, KernelConfig cfg = {});
+// dst row r = src row (row0 + r), r < rows, `cols` floats.
+void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg = {});
 // out(T, F) = silu(gate) * up
 void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg = {});
 // out(T, C) = a + b
@@ -92,7 +129,7 @@ void add(Sequence& seq, Mat a, Mat b, Mat out, uint32_t T, uint32_t C, KernelCon
 // y(T, V) = softmax(x * inv_temp)
 void softmax(Sequence& seq, Mat x, Mat y, uint32_t T, uint32_t V, float inv_temp = 1.0f, KernelConfig cfg = {});
 // out[out_offset + t] = argmax_v x(t, v), ties to the lower index
-void argmax(Sequence& seq, Mat x, const Buffer& out, uint32_t out_offset, uint32_t T, uint32_t V,
+void argmax(Sequence& seq, Mat x, const Buffer& out, Dyn out_offset, uint32_t T, uint32_t V,
             KernelConfig cfg = {});
 // ids/logp(T, k) at [o_offset + t * o_stride + j]: top-k by value with log-softmax scores, k <= 32
 void topk(Sequence& seq, Mat logits, uint32_t T, uint32_t V, uint32_t k, const Buffer& ids, const Buffer& logp,
@@ -111,7 +148,7 @@ void topk(Sequence& seq, Mat logits, uint32_t T, uint32_t V, uint32_t k, const B
 // per call: a tree pass reproduces one-token decoding only when both use the same kernel.
 struct AttentionArgs {
   uint32_t N = 0, H = 0, Hkv = 0, D = 0;
-  uint32_t t = 0;  // committed length
+  Dyn t;  // committed length
   Mat q, o;
   const Buffer* k_cache = nullptr;
   const Buffer* v_cache = nullptr;

@@ -51,14 +51,14 @@ constexpr uint32_t kSampleWorkgroup = 64;    // fixed: reduction order (and so e
 // seq_tokens[0..t] and the ancestors of i (tree.parent/token); N == 1 with a root-only tree is
 // `ar`. p.stride >= V.
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
-                  const Buffer& seq_tokens, uint32_t t, const DeviceTree& tree, KernelConfig cfg = {});
+                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg = {});
 
 struct AcceptSampleArgs {
   uint32_t n = 1;         // tree nodes (rows of probs)
   uint32_t V = 0;
   Mat probs;              // (n, V) from sample_probs
   uint64_t seed = 0;
-  uint32_t step = 0;      // index of the root in the sequence (the committed length t)
+  Dyn step;               // index of the root in the sequence (the committed length t)
   uint32_t trials = 1;    // independent walks over the same tree and p, trial b in workgroup b
   const Buffer* info = nullptr;  // outputs: slots 5..8 at b*16 (default: tree.info)
   const Buffer* accepted = nullptr;  // (trials, tree.max_depth + 1) node indices, root first

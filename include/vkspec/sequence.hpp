@@ -35,7 +35,11 @@ struct DispatchTiming {
 class Sequence {
  public:
   // `max_timed`: how many dispatches can carry a timestamp (0 disables timing).
-  explicit Sequence(Context& ctx, uint32_t max_timed = 0);
+  // A `replayable` sequence is recorded once and submitted many times (a StepPlan's step, several
+  // copies per submission): its dispatches are indirect, their recorded grid sizes kept in a
+  // device buffer that gate() — the recording's first dispatch — copies to the live arguments,
+  // or zeroes once the step state says the generation is done.
+  explicit Sequence(Context& ctx, uint32_t max_timed = 0, bool replayable = false);
   ~Sequence();
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
@@ -55,12 +59,17 @@ class Sequence {
   void copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes);
   void copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
   void fill(const Buffer& dst, uint32_t value, VkDeviceSize off = 0, VkDeviceSize bytes = VK_WHOLE_SIZE);
+  // vkCmdUpdateBuffer: `bytes` (a multiple of 4, <= 65536) from host memory, at this point of the recording.
+  void update(const Buffer& dst, VkDeviceSize off, const void* data, VkDeviceSize bytes);
+  // Replayable sequences only, first in the recording: the rest of this recording's dispatches
+  // run only while state[kStateDone] == 0 (vkspec/step_state.h).
+  void gate(const Buffer& state);
   // Makes all prior writes visible to the next commands (normally automatic).
   void barrier();
 
   // Ends recording; a final barrier makes results visible to the host.
   void end();
-  void submit();
+  void submit(uint32_t copies = 1);  // copies > 1: replayable only, the recording back to back
   void wait();  // one host wait (counted in Context::host_waits)
   void run() {
     end();
@@ -83,7 +92,10 @@ class Sequence {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t max_timed_ = 0, timed_ = 0, dispatches_ = 0;
-  bool recording_ = false, pending_ = false;
+  bool recording_ = false, pending_ = false, replayable_ = false;
+  Buffer recorded_args_, live_args_;  // replayable: (count, pad[3], gx gy gz per dispatch)
+  std::vector<uint32_t> args_;
+  const Pipeline* gate_pipeline_ = nullptr;
   std::vector<std::string> labels_;
   std::unordered_set<VkBuffer> written_, read_;
 };

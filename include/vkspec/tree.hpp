@@ -10,6 +10,7 @@
 #include "vkspec/buffer.hpp"
 #include "vkspec/ops.hpp"
 #include "vkspec/sequence.hpp"
+#include "vkspec/step_state.h"
 #include "vkspec/tree_limits.h"
 
 namespace vkspec {
@@ -36,7 +37,7 @@ struct DeviceTree {
 // ---- drafting (DESIGN.md §2, EAGLE-2) -------------------------------------------------------
 
 // Pool node 0 = root: token root_token[root_offset], parent -1, depth 0, score 0, head 0.
-void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, uint32_t root_offset,
+void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, Dyn root_offset,
                KernelConfig cfg = {});
 
 // Appends the F*k children of the F frontier nodes (pool indices frontier[frontier_offset + f])
@@ -61,7 +62,7 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
 // leaf, increasing leaf index, root first, -1 padded to max_depth + 1), info[kInfoLeaves].
 // tree.cap <= kTreeMaxNodes.
 // The caller guarantees depth <= tree.max_depth (asserted: max_depth < kAttentionMaxDepth).
-void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, uint32_t t, KernelConfig cfg = {});
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg = {});
 
 // ---- combining two heads' trees -------------------------------------------------------------
 
@@ -97,7 +98,7 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
 
 // Cache rows (row_floats f32 each) at slots t + accepted[e] move to t + e, e = 0..a
 // (a = tree.info[kInfoAccepted]); overlap-safe.
-void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, uint32_t t, const Buffer& cache,
+void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
                  uint32_t row_floats, KernelConfig cfg = {});
 // dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias.
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
@@ -105,5 +106,19 @@ void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
 // out_tokens[out_count[0] + e] = token[accepted[e]], e = 0..a; then out_count[0] += a + 1.
 void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, const Buffer& out_tokens,
                    const Buffer& out_count, KernelConfig cfg = {});
+
+// seq_tokens[pos] = info[slot] (the next root after the accepted tokens).
+void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& seq_tokens, Dyn pos);
+
+// ---- the step's state (vkspec/step_state.h) ------------------------------------------------
+
+// The last dispatch of a step: advances `state` (kStateT, kStatePrevT, kStateAccepted) and emits
+// y[t_old+1 .. t_new] to the host-visible output list `out_list` until its limit or a stop token
+// (then kStateDone / kOutDone). With a tree (`info` = its DeviceTree::info), append_tokens and
+// put_token already advanced kStateT to t + a + 1; without one (`ar`, prefill), argmax wrote
+// y[t+1] and the state advances by one. count_step adds the step to the output's statistics:
+// the accepted-length histogram and, if win_slot != kDynFixed, the winner info[win_slot].
+void step_advance(Sequence& seq, const Buffer& state, const Buffer* info, const Buffer& seq_tokens,
+                  const Buffer& out_list, bool count_step, uint32_t win_slot = kDynFixed);
 
 }  // namespace vkspec

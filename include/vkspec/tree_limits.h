@@ -21,7 +21,7 @@ namespace vkspec {
 /* Largest tree or candidate pool one single-workgroup tree kernel takes (tree_expand,
  * tree_select, tree_meta, sample_accept): their shared arrays hold this many nodes, 3 x 512 u32
  * = 6 KiB in tree_select, well inside the 16 KiB every Vulkan device offers. The engine derives
- * its accepted --topk / --depth / --budget from it (src/spec/engine.cpp, check_tree_options). */
+ * its accepted --topk / --depth / --budget from it (src/speculative/limits.cpp). */
 VKSPEC_U32(kTreeMaxNodes, 512u)
 /* merge_trie works on both pools at once: count1 + count2 - 1 <= kTrieMaxNodes (3 arrays of
  * 1024 u32 = 12 KiB). Two full pools of kTreeMaxNodes always fit. */

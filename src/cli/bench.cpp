@@ -73,7 +73,7 @@ static int run_bench(const std::vector<std::string>& argv) {
       }
       Engine& engine = *eng;
       uint64_t toks = 0, steps = 0;
-      double secs = 0, waits = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
+      double secs = 0, waits = 0, cpu_us = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
       uint64_t prompt_tokens = 0;
       uint32_t dispatches = 0;
       std::vector<uint32_t> hist;
@@ -85,6 +85,7 @@ static int run_bench(const std::vector<std::string>& argv) {
         steps += st.steps;
         secs += st.seconds;
         waits += st.host_waits_per_step * st.steps;
+        cpu_us += st.host_cpu_us_per_step * st.steps;
         draft += st.draft_ms * st.steps, verify += st.verify_ms * st.steps, commit += st.commit_ms * st.steps;
         for (int i = 0; i < 4; ++i) wins[i] += st.head_wins[i];
         if (hist.size() < st.accept_hist.size()) hist.resize(st.accept_hist.size());
@@ -103,6 +104,9 @@ static int run_bench(const std::vector<std::string>& argv) {
                           {"tokens_per_s", tps},
                           {"speedup", ar_tps > 0 ? nlohmann::json(tps / ar_tps) : nlohmann::json(nullptr)},
                           {"host_waits_per_step", steps ? waits / steps : 0},
+                          {"host_waits_per_token", toks ? waits / toks : 0},
+                          {"host_cpu_us_per_step", steps ? cpu_us / steps : 0},
+                          {"steps_per_submit", s.engine.steps_per_submit},
                           {"accept_hist", hist},
                           {"dispatches_per_step", dispatches},
                           {"prefill_tokens_per_s", prefill_s > 0 ? prompt_tokens / prefill_s : 0.0},

@@ -20,6 +20,10 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"tokens_per_s", st.tokens_per_s},
                       {"prefill_s", st.prefill_seconds},
                       {"host_waits_per_step", st.host_waits_per_step},
+                      {"host_waits_per_token", st.host_waits_per_token},
+                      {"host_cpu_us_per_step", st.host_cpu_us_per_step},
+                      {"steps_per_submit", s.engine.steps_per_submit},
+                      {"stopped", st.stopped},
                       {"dispatches_per_step", st.dispatches_per_step},
                       {"nodes_per_step", st.nodes_per_step},
                       {"accept_hist", st.accept_hist},
@@ -114,16 +118,18 @@ static int run_generate(const std::vector<std::string>& argv) {
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
     std::fflush(stdout);  // the text first, then the statistics, also when both go to one pipe
-    std::fprintf(stderr, "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/step\n",
+    std::fprintf(stderr,
+                 "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/token, %.0f us host CPU/step\n",
                  strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
-                 st.tokens_per_s, st.host_waits_per_step);
+                 st.tokens_per_s, st.host_waits_per_token, st.host_cpu_us_per_step);
   }
   return 0;
 }
 
 static RegisterCommand reg{"generate",
                            "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S] [--heads H1,H2] [--json]"
-                           " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]",
+                           " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
+                           " [--steps-per-submit S] [--stop IDS]",
                            run_generate};
 
 }  // namespace vkspec::cli

@@ -27,6 +27,18 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   const uint32_t ctx_len = uint32_t(args.get_uint("ctx", 0));
   engine.depth = uint32_t(args.get_uint("depth", 4));
   engine.topk = uint32_t(args.get_uint("topk", 4));
+  engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
+  for (const std::string& w : split_list(args.get("stop", ""), ',')) {
+    size_t pos = 0;
+    unsigned long v = 0;
+    try {
+      v = std::stoul(w, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != w.size() || v > UINT32_MAX) throw Error("--stop expects token ids separated by commas, got '" + w + "'");
+    engine.stop_tokens.push_back(uint32_t(v));
+  }
   // Decoding operator G and seed (include/vkspec/sample.hpp); defaults are greedy.
   SamplingOptions& so = engine.sampling;
   so.temperature = float(args.get_double("temp", 0));
@@ -61,7 +73,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     auto parts = split_list(heads, ',');
     if (parts.empty() || parts.size() > 2)
       throw Error("--heads takes one or two head folders separated by a comma, got '" + heads + "'");
-    const uint32_t rows = std::max<uint32_t>(model->max_rows(), engine.topk);
+    // A draft level runs top-k rows through a head; a step's ingest runs depth + 1.
+    const uint32_t rows = std::max<uint32_t>({model->max_rows(), engine.topk, engine.depth + 1});
     head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);
     if (parts.size() == 2) head2 = std::make_unique<EagleHead>(*ctx, parts[1], *model, model->capacity(), rows);
   }

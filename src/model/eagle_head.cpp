@@ -177,7 +177,7 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
 
   k_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
   v_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
-  const uint64_t R = max_rows_;
+  const uint64_t R = max_rows_ + 1;  // + the root slot
   cat_ = Buffer(ctx, R * pad4(uint32_t(2 * C)) * 4);
   x_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
   xn_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
@@ -192,8 +192,9 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
 void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   const uint32_t N = a.N, C = uint32_t(cfg_.C), F = uint32_t(cfg_.F), H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv),
                  D = uint32_t(cfg_.D), HD = H * D, KV = Hkv * D, QKV = pad4(HD + 2 * KV), C2 = pad4(2 * C);
-  if (N == 0 || N > max_rows_ || a.kv_slot + N > cap_)
-    throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot) +
+  // Shapes are the caller's to check (Engine::check_fits); dynamic slots are checked there too.
+  if (N == 0 || N > max_rows_ || (a.kv_slot.fixed() && a.kv_slot.base + N > cap_))
+    throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot.base) +
                 " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
   const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)},
       gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)}, h{&h_, 0, pad4(C)};
@@ -211,12 +212,9 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
 
   // The decoder layer, without input_layernorm (EAGLE's layer 0).
   matmul(seq, wqkv_, x, qkv, N);
-  rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Halves);  // HF layout
-  regions_.clear();
-  for (uint32_t r = 0; r < N; ++r) regions_.push_back({(uint64_t(r) * QKV + HD) * 4, uint64_t(a.kv_slot + r) * KV * 4, uint64_t(KV) * 4});
-  seq.copy(qkv_, k_, regions_);
-  for (auto& rg : regions_) rg.srcOffset += uint64_t(KV) * 4;
-  seq.copy(qkv_, v_, regions_);
+  const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
+  rope(seq, qkv, pos, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Halves);  // HF layout
+  kv_write(seq, qkv, HD, HD + KV, N, KV, k_, v_, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
   at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_;
@@ -231,8 +229,12 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   matmul(seq, wdown_, act, x, N, acc);
   // h goes straight to the verifier's lm_head, no norm (EAGLE-1/2).
   seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);
-  const uint32_t from = std::min(a.logits_from, N - 1);
-  matmul(seq, verifier_.lm_head(), h.row(from), logits().row(from), N - from);
+  if (a.root) {
+    copy_rows(seq, h, a.root_row, h.row(root_slot()), 1, C);
+    matmul(seq, verifier_.lm_head(), h.row(root_slot()), logits().row(root_slot()), 1);
+  } else if (a.logits_from < N) {
+    matmul(seq, verifier_.lm_head(), h.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from);
+  }
 }
 
 }  // namespace vkspec

@@ -165,12 +165,13 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   const uint32_t H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv), D = uint32_t(cfg_.D);
   const uint32_t kv = kv_row_floats(), HD = H * D, QKV = pad4(HD + 2 * kv);
   // Shape mistakes are programmer errors; the engine validates user input before recording.
-  if (N == 0 || N > max_rows_ || a.t + N > cap_)
-    throw Error("forward over " + std::to_string(N) + " rows at t=" + std::to_string(a.t) +
+  if (N == 0 || N > max_rows_ || (a.t.fixed() && a.t.base + N > cap_))
+    throw Error("forward over " + std::to_string(N) + " rows at t=" + std::to_string(a.t.base) +
                 " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
   const Mat x{&x_, 0, Cp}, xn{&xn_, 0, Cp}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)}, gu{&gu_, 0, pad4(2 * F)},
       act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
 
+  const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
   embed(seq, embd_, *a.tokens, a.tok_offset, x, N);
   for (const Layer& L : layers_) {
     rmsnorm(seq, x, L.attn_norm, xn, N, C, cfg_.rms_eps);
@@ -178,16 +179,9 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
     matmul(seq, L.wqkv, xn, qkv, N, qa);
     // q and k are adjacent in each qkv row: rotate them as H + Hkv heads of width D in one pass.
-    rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Pairs);
+    rope(seq, qkv, pos, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Pairs);
     // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
-    kregions_.clear();
-    vregions_.clear();
-    for (uint32_t r = 0; r < N; ++r) {
-      kregions_.push_back({(uint64_t(r) * QKV + HD) * 4, uint64_t(a.t + r) * kv * 4, uint64_t(kv) * 4});
-      vregions_.push_back({(uint64_t(r) * QKV + HD + kv) * 4, uint64_t(a.t + r) * kv * 4, uint64_t(kv) * 4});
-    }
-    seq.copy(qkv_, L.k, kregions_);
-    seq.copy(qkv_, L.v, vregions_);
+    kv_write(seq, qkv, HD, HD + kv, N, kv, L.k, L.v, a.t);
     AttentionArgs at;
     at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
     at.q = qkv;

@@ -34,8 +34,9 @@ static_assert(sizeof(AttentionSgSpec) == 12);
 struct AttentionPush {
   uint32_t N, H, Hkv, D, t, q_offset, q_stride, o_offset, o_stride, mask_offset, mask_words, causal;
   float scale;
+  uint32_t t_slot;
 };
-static_assert(sizeof(AttentionPush) == 52);
+static_assert(sizeof(AttentionPush) == 56);
 
 // Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
 // the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
@@ -53,9 +54,9 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   Context& ctx = seq.context();
   const DeviceCaps& caps = ctx.caps();
   assert(a.H % a.Hkv == 0 && a.D <= kAttentionMaxHeadDim);
-  AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t,
+  AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t.base,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
-                     a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D))};
+                     a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D)), a.t.slot};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
   // Kernel choice, from the device only: where barriers and shared memory are what costs
@@ -66,10 +67,11 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
     variant = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
   if (variant == 0) {
     AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
-    auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(5, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
+    auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
                                    sizeof(AttentionPush), spec, cfg.required_subgroup_size);
     const Pipeline& p = ctx.pipelines().get(desc);
-    seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out()}, push, a.N, a.H, 1, "attention");
+    seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)}, push, a.N,
+                 a.H, 1, "attention");
     return;
   }
 
@@ -89,12 +91,12 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   const VkDescriptorType kv = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
   auto desc = make_pipeline_desc(texel ? "attention_sg_texel" : "attention_sg",
                                  {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER},
+                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER},
                                  sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   const Pipeline& p = ctx.pipelines().get(desc);
-  seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out()}, push, a.N, a.H / spec.hpw, 1,
-               "attention");
+  seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)}, push, a.N,
+               a.H / spec.hpw, 1, "attention");
 }
 
 }  // namespace vkspec

@@ -29,16 +29,43 @@ void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t 
   seq.dispatch(p, {x.in(), in(w), y.out()}, push, T, 1, 1, "rmsnorm");
 }
 
-void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
-          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg) {
+void rope(Sequence& seq, Mat x, const RopePositions& pos, uint32_t T, uint32_t H, uint32_t D, uint32_t n_rot,
+          float theta, RopeMode mode, KernelConfig cfg) {
   assert(n_rot % 2 == 0 && n_rot <= D);
   struct Push {
     uint32_t T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
     float theta;
-  } push{T, H, D, n_rot, x.offset, x.stride, pos_offset, uint32_t(mode), theta};
-  static_assert(sizeof(Push) == 36);
-  const Pipeline& p = simple_pipeline(seq.context(), "rope", 2, sizeof(Push), cfg);
-  seq.dispatch(p, {x.out(), in(pos)}, push, groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)), 1, 1, "rope");
+    uint32_t has_table, first, first_slot, step;
+  } push{T,     H, D, n_rot, x.offset, x.stride, pos.offset, uint32_t(mode), theta, pos.table ? 1u : 0u,
+         pos.first.base, pos.first.slot, pos.step};
+  static_assert(sizeof(Push) == 52);
+  const Pipeline& p = simple_pipeline(seq.context(), "rope", 3, sizeof(Push), cfg);
+  const Buffer& table = pos.table ? *pos.table : *x.buf;  // bound but unread without a table
+  seq.dispatch(p, {x.out(), in(table), pos.first.binding(table)}, push,
+               groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)), 1, 1, "rope");
+}
+
+void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
+          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg) {
+  rope(seq, x, RopePositions::from_table(pos, pos_offset), T, H, D, n_rot, theta, mode, cfg);
+}
+
+void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,
+              const Buffer& v_cache, Dyn slot, KernelConfig cfg) {
+  struct Push {
+    uint32_t kv, src_offset, src_stride, k_col, v_col, slot, slot_slot;
+  } push{kv, src.offset, src.stride, k_col, v_col, slot.base, slot.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "kv_write", 4, sizeof(Push), cfg);
+  seq.dispatch(p, {src.in(), out(k_cache), out(v_cache), slot.binding(*src.buf)}, push, groups(kv, wg_of(p)), N, 1,
+               "kv_write");
+}
+
+void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg) {
+  struct Push {
+    uint32_t cols, src_offset, src_stride, dst_offset, dst_stride, row0, row0_slot;
+  } push{cols, src.offset, src.stride, dst.offset, dst.stride, row0.base, row0.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "copy_rows", 3, sizeof(Push), cfg);
+  seq.dispatch(p, {src.in(), dst.out(), row0.binding(*src.buf)}, push, groups(cols, wg_of(p)), rows, 1, "copy_rows");
 }
 
 void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg) {

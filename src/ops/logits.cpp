@@ -16,12 +16,12 @@ void softmax(Sequence& seq, Mat x, Mat y, uint32_t T, uint32_t V, float inv_temp
   seq.dispatch(p, {x.in(), y.out()}, push, T, 1, 1, "softmax");
 }
 
-void argmax(Sequence& seq, Mat x, const Buffer& out, uint32_t out_offset, uint32_t T, uint32_t V, KernelConfig cfg) {
+void argmax(Sequence& seq, Mat x, const Buffer& out, Dyn out_offset, uint32_t T, uint32_t V, KernelConfig cfg) {
   struct Push {
-    uint32_t V, x_offset, x_stride, o_offset;
-  } push{V, x.offset, x.stride, out_offset};
-  const Pipeline& p = simple_pipeline(seq.context(), "argmax", 2, sizeof(Push), cfg);
-  seq.dispatch(p, {x.in(), vkspec::out(out)}, push, T, 1, 1, "argmax");
+    uint32_t V, x_offset, x_stride, o_offset, o_slot;
+  } push{V, x.offset, x.stride, out_offset.base, out_offset.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "argmax", 3, sizeof(Push), cfg);
+  seq.dispatch(p, {x.in(), vkspec::out(out), out_offset.binding(*x.buf)}, push, T, 1, 1, "argmax");
 }
 
 void topk(Sequence& seq, Mat logits, uint32_t T, uint32_t V, uint32_t k, const Buffer& ids, const Buffer& logp,

@@ -60,7 +60,7 @@ struct MatmulPush {
 static_assert(sizeof(MatmulPush) == 40);
 
 struct EmbedPush {
-  uint32_t T, C, row_begin, rows, tok_offset, o_offset, o_stride;
+  uint32_t T, C, row_begin, rows, tok_offset, o_offset, o_stride, tok_slot;
 };
 
 std::vector<VkDescriptorType> weight_bindings(const DeviceWeight& W, uint32_t extra) {
@@ -206,16 +206,16 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
   }
 }
 
-void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, uint32_t tok_offset, Mat o, uint32_t T,
+void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn tok_offset, Mat o, uint32_t T,
            KernelConfig cfg) {
   Context& ctx = seq.context();
   WorkgroupSpec spec{pick_workgroup(ctx, cfg, 32)};
-  auto desc = make_pipeline_desc(variant("embed", table), weight_bindings(table, 2), sizeof(EmbedPush), spec,
+  auto desc = make_pipeline_desc(variant("embed", table), weight_bindings(table, 3), sizeof(EmbedPush), spec,
                                  cfg.required_subgroup_size);
   const Pipeline& p = ctx.pipelines().get(desc);
   for (const auto& c : table.chunks) {
-    EmbedPush push{T, table.K, c.row_begin, c.rows, tok_offset, o.offset, o.stride};
-    seq.dispatch(p, {in(c.data), in(c.scales), in(tokens), o.out()}, push, T, 1, 1, "embed");
+    EmbedPush push{T, table.K, c.row_begin, c.rows, tok_offset.base, o.offset, o.stride, tok_offset.slot};
+    seq.dispatch(p, {in(c.data), in(c.scales), in(tokens), o.out(), tok_offset.binding(tokens)}, push, T, 1, 1, "embed");
   }
 }
 

@@ -17,13 +17,14 @@ struct ProbsPush {
   uint32_t V, x_offset, x_stride, p_offset, p_stride;
   uint32_t t, W, top_k, greedy;
   float temp, top_p, min_p, penalty;
+  uint32_t t_slot;
 };
-static_assert(sizeof(ProbsPush) == 52);
+static_assert(sizeof(ProbsPush) == 56);
 
 struct AcceptPush {
-  uint32_t n, V, p_offset, p_stride, A, step, seed_lo, seed_hi;
+  uint32_t n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot;
 };
-static_assert(sizeof(AcceptPush) == 32);
+static_assert(sizeof(AcceptPush) == 36);
 
 KernelConfig fixed_workgroup(KernelConfig cfg) {
   if (!cfg.workgroup_size) cfg.workgroup_size = kSampleWorkgroup;
@@ -33,24 +34,27 @@ KernelConfig fixed_workgroup(KernelConfig cfg) {
 }  // namespace
 
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
-                  const Buffer& seq_tokens, uint32_t t, const DeviceTree& tree, KernelConfig cfg) {
+                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg) {
   assert(N >= 1 && N <= tree.cap && V >= 1 && probs.stride >= V);
   assert(o.repeat_window <= kSampleMaxWindow && o.top_p > 0 && o.min_p >= 0 && o.min_p <= 1);
-  ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t, o.repeat_window, o.top_k,
-                 o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty};
-  const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 5, sizeof(push), fixed_workgroup(cfg));
-  seq.dispatch(p, {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent)}, push, N, 1, 1,
-               "sample_probs");
+  ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t.base, o.repeat_window, o.top_k,
+                 o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty, t.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 6, sizeof(push), fixed_workgroup(cfg));
+  seq.dispatch(p,
+               {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent), t.binding(seq_tokens)},
+               push, N, 1, 1, "sample_probs");
 }
 
 void accept_sample(Sequence& seq, const DeviceTree& tree, const AcceptSampleArgs& a, KernelConfig cfg) {
   assert(a.n >= 1 && a.n <= tree.cap && a.n <= kTreeMaxNodes && a.accepted && a.V >= 1);  // shared arrays
   const Buffer& info = a.info ? *a.info : tree.info;
   AcceptPush push{a.n,        a.V,  a.probs.offset,         a.probs.stride,
-                  tree.max_depth + 1, a.step, uint32_t(a.seed), uint32_t(a.seed >> 32)};
-  const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 6, sizeof(push), fixed_workgroup(cfg));
-  seq.dispatch(p, {in(tree.token), in(tree.parent), in(tree.head), a.probs.in(), out(info), out(*a.accepted)}, push,
-               a.trials, 1, 1, "accept_sample");
+                  tree.max_depth + 1, a.step.base, uint32_t(a.seed), uint32_t(a.seed >> 32), a.step.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 7, sizeof(push), fixed_workgroup(cfg));
+  seq.dispatch(p,
+               {in(tree.token), in(tree.parent), in(tree.head), a.probs.in(), out(info), out(*a.accepted),
+                a.step.binding(tree.token)},
+               push, a.trials, 1, 1, "accept_sample");
 }
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {

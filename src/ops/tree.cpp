@@ -33,9 +33,9 @@ DeviceTree::DeviceTree(Context& ctx, uint32_t cap_, uint32_t max_depth_)
 namespace {
 
 struct InitPush {
-  uint32_t root_offset;
+  uint32_t root_offset, root_slot;
 };
-static_assert(sizeof(InitPush) == 4);
+static_assert(sizeof(InitPush) == 8);
 
 struct ExpandPush {
   uint32_t base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F;
@@ -48,9 +48,9 @@ struct SelectPush {
 static_assert(sizeof(SelectPush) == 8);
 
 struct MetaPush {
-  uint32_t n, t, max_depth, words;
+  uint32_t n, t, max_depth, words, t_slot;
 };
-static_assert(sizeof(MetaPush) == 16);
+static_assert(sizeof(MetaPush) == 20);
 
 struct MergePush {
   uint32_t n1, n2;
@@ -73,9 +73,9 @@ struct AcceptPush {
 static_assert(sizeof(AcceptPush) == 4);
 
 struct CommitPush {
-  uint32_t t, row_floats;
+  uint32_t t, row_floats, t_slot;
 };
-static_assert(sizeof(CommitPush) == 8);
+static_assert(sizeof(CommitPush) == 12);
 
 struct GatherPush {
   uint32_t cols, s_offset, s_stride, d_offset, d_stride;
@@ -84,10 +84,12 @@ static_assert(sizeof(GatherPush) == 20);
 
 }  // namespace
 
-void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, uint32_t root_offset, KernelConfig cfg) {
-  InitPush push{root_offset};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_init", 6, sizeof(push), cfg);
-  seq.dispatch(p, {in(root_token), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head)},
+void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, Dyn root_offset, KernelConfig cfg) {
+  InitPush push{root_offset.base, root_offset.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_init", 7, sizeof(push), cfg);
+  seq.dispatch(p,
+               {in(root_token), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
+                root_offset.binding(root_token)},
                push, 1, 1, 1, "pool_init");
 }
 
@@ -117,13 +119,14 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
                push, 1, 1, 1, "draft_select");
 }
 
-void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, uint32_t t, KernelConfig cfg) {
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg) {
   assert(n >= 1 && n <= tree.cap && tree.cap <= kTreeMaxNodes);  // mask row fits tree_meta's registers
   assert(tree.max_depth < kAttentionMaxDepth);  // the attention kernel's path-length limit
-  MetaPush push{n, t, tree.max_depth, tree.mask_words};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 6, sizeof(push), cfg);
+  MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 7, sizeof(push), cfg);
   seq.dispatch(p,
-               {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info)},
+               {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info),
+                t.binding(tree.parent)},
                push, 1, 1, 1, "tree_meta");
 }
 
@@ -190,12 +193,13 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
                push, 1, 1, 1, "accept_greedy");
 }
 
-void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, uint32_t t, const Buffer& cache,
+void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
                  uint32_t row_floats, KernelConfig cfg) {
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
-  CommitPush push{t, row_floats};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 3, sizeof(push), cfg);
-  seq.dispatch(p, {in(tree.info), in(accepted), out(cache)}, push, groups(row_floats, wg_of(p)), 1, 1, "commit_rows");
+  CommitPush push{t.base, row_floats, t.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 4, sizeof(push), cfg);
+  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted)}, push, groups(row_floats, wg_of(p)), 1,
+               1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
@@ -212,6 +216,25 @@ void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted
   const Pipeline& p = simple_pipeline(seq.context(), "tree_append", 5, 0, cfg);
   seq.dispatch(p, {in(tree.info), in(accepted), in(tree.token), out(out_tokens), out(out_count)}, nullptr, 0, 1, 1, 1,
                "append_tokens");
+}
+
+
+void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& seq_tokens, Dyn pos) {
+  struct Push {
+    uint32_t slot, pos, pos_slot;
+  } push{slot, pos.base, pos.slot};
+  const Pipeline& p = simple_pipeline(seq.context(), "put_token", 3, sizeof(Push), {});
+  seq.dispatch(p, {in(info), out(seq_tokens), pos.binding(info)}, push, 1, 1, 1, "put_token");
+}
+
+void step_advance(Sequence& seq, const Buffer& state, const Buffer* info, const Buffer& seq_tokens,
+                  const Buffer& out_list, bool count_step, uint32_t win_slot) {
+  struct Push {
+    uint32_t tree_mode, count_step, win_slot;
+  } push{info ? 1u : 0u, count_step ? 1u : 0u, info ? win_slot : kDynFixed};
+  const Pipeline& p = simple_pipeline(seq.context(), "step_advance", 4, sizeof(Push), {});
+  seq.dispatch(p, {out(state), in(info ? *info : state), in(seq_tokens), out(out_list)}, push, 1, 1, 1,
+               "step_advance");
 }
 
 }  // namespace vkspec

@@ -1,0 +1,50 @@
+#version 450
+// The last dispatch of a step: moves the step state on and emits the step's tokens to the
+// host-visible output list (vkspec/step_state.h), so the host reads tokens once per submission.
+//   tree mode: append_tokens/put_token already wrote y[t+1 .. t+a+1] and advanced state[kStateT]
+//              to t + a + 1 (a = info[kInfoAccepted]);
+//   ar mode:   argmax wrote y[t+1]; the state advances by one here.
+// Tokens are emitted in order until the limit or a stop token (included); then the state is done.
+layout(local_size_x = 1) in;
+#include "vkspec/step_state.h"
+#include "vkspec/tree_limits.h"
+layout(set = 0, binding = 0, std430) buffer State { uint state[]; };
+layout(set = 0, binding = 1, std430) readonly buffer Info { uint info[]; };
+layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };
+layout(set = 0, binding = 3, std430) buffer Out { uint out_list[]; };
+layout(push_constant) uniform Push { uint tree_mode, count_step, win_slot; } pc;
+void main() {
+  if (state[kStateDone] != 0) return;
+  uint a = 0, t_old, t_new;
+  if (pc.tree_mode != 0) {
+    a = info[kInfoAccepted];
+    t_new = state[kStateT];
+    t_old = t_new - a - 1;
+  } else {
+    t_old = state[kStateT];
+    t_new = t_old + 1;
+  }
+  uint n = out_list[kOutCount];
+  const uint limit = out_list[kOutLimit], n_stop = min(out_list[kOutStopCount], kOutMaxStop);
+  bool done = n >= limit;
+  for (uint p = t_old + 1; p <= t_new && !done; ++p) {
+    const uint tok = seq_tokens[p];
+    out_list[kOutTokens + n] = tok;
+    ++n;
+    for (uint s = 0; s < n_stop; ++s) done = done || tok == out_list[kOutStop + s];
+    done = done || n >= limit;
+  }
+  out_list[kOutCount] = n;
+  if (pc.count_step != 0) {
+    out_list[kOutSteps] += 1;
+    out_list[kOutHist + min(a, kOutHistWords - 1)] += 1;
+    if (pc.win_slot != kDynFixed) out_list[kOutWins + (info[pc.win_slot] & 3u)] += 1;
+  }
+  state[kStateT] = t_new;
+  state[kStatePrevT] = t_old;
+  state[kStateAccepted] = a;
+  if (done) {
+    state[kStateDone] = 1;
+    out_list[kOutDone] = 1;
+  }
+}

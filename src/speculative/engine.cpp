@@ -1,0 +1,254 @@
+// The engine: builds the strategy's parts and its StepPlan once, then generate() prefills and
+// resubmits the plan, S steps per submission, reading the output list once per submission.
+#include "vkspec/engine.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "ops/common.hpp"
+#include "speculative/step_plan.hpp"
+
+namespace vkspec {
+
+using namespace speculative;
+
+struct Engine::Parts {
+  StepBuffers buffers;
+  std::unique_ptr<Verifier> verifier;
+  std::vector<std::unique_ptr<Drafter>> drafter_store;
+  std::unique_ptr<Combiner> combiner;
+  std::unique_ptr<StepPlan> plan;
+  DeviceTree root_tree;  // a root-only tree: what the prefill's first token is sampled through
+  Buffer probs;          // (1, V) G's output for that draw
+  Buffer path;           // its accepted path (the root alone)
+};
+
+void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
+  const uint32_t K = opts_.topk, D = opts_.depth, B = opts_.budget;
+  const auto str = [](uint64_t x) { return std::to_string(x); };
+  check_draft_options(K, D, B, uint32_t(model_.config().V));
+  const uint32_t maxB = max_draft_budget(opts_.strategy, K, D);
+  if (B > maxB)
+    throw Error("--budget " + str(B) + " gives " + strategy_name(opts_.strategy) + " a verified tree of " +
+                str(verify_nodes()) + " nodes, more than the " + str(kTreeMaxNodes) +
+                " the tree kernels hold: use --budget <= " + str(maxB));
+  if (verify_nodes() > model_.max_rows())
+    throw Error("a verified tree of " + str(verify_nodes()) + " nodes exceeds the verifier's " +
+                str(model_.max_rows()) + " rows per pass");
+  for (const EagleHead* h : {h1, h2})
+    if (h && h->max_rows() < std::max(K, D + 1))
+      throw Error("--topk " + str(K) + " and --depth " + str(D) + " need " + str(std::max(K, D + 1)) +
+                  " rows per draft-head pass (a level's top-k, or the depth + 1 rows a step ingests); the head has " +
+                  str(h->max_rows()));
+}
+
+Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
+    : ctx_(ctx), model_(model), opts_(opts), parts_(std::make_unique<Parts>()) {
+  const Strategy s = opts.strategy;
+  auto combiner = make_combiner(s);
+  // Which heads draft: single2 uses head 2 alone; route / merge / merge-trie both, in order.
+  std::vector<EagleHead*> heads;
+  if (s == Strategy::Single1 || (combiner && combiner->drafters() == 2)) heads.push_back(h1);
+  if (s == Strategy::Single2 || (combiner && combiner->drafters() == 2)) heads.push_back(h2);
+  for (EagleHead* h : heads)
+    if (!h)
+      throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
+                  (heads.size() == 2 ? "two draft heads" : "a draft head") + " (--heads H1,H2)");
+  const SamplingOptions& so = opts.sampling;
+  if (!(so.temperature >= 0) || !(so.top_p > 0 && so.top_p <= 1) || !(so.min_p >= 0 && so.min_p <= 1) ||
+      !(so.repeat_penalty > 0) || so.repeat_window > kSampleMaxWindow)
+    throw Error("sampling options out of range: need --temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
+                "--repeat-penalty > 0, --repeat-window <= " + std::to_string(kSampleMaxWindow));
+  if (opts.steps_per_submit < 1 || opts.steps_per_submit > 64)
+    throw Error("--steps-per-submit must be in 1..64, got " + std::to_string(opts.steps_per_submit));
+  if (opts.stop_tokens.size() > kOutMaxStop)
+    throw Error("at most " + std::to_string(kOutMaxStop) + " stop tokens, got " + std::to_string(opts.stop_tokens.size()));
+  for (uint32_t id : opts.stop_tokens)
+    if (id >= uint32_t(model.config().V))
+      throw Error("stop token " + std::to_string(id) + " is outside the vocabulary (size " +
+                  std::to_string(model.config().V) + ")");
+  if (s != Strategy::AR) check_tree_options(h1, h2);  // before anything is allocated
+
+  Parts& p = *parts_;
+  const uint32_t C = uint32_t(model.config().C), V = uint32_t(model.config().V);
+  StepBuffers& b = p.buffers;
+  b.state = Buffer(ctx, kStateWords * 4);
+  // The output list holds at most the context's tokens (check_fits refuses more).
+  b.out_list = Buffer(ctx, (kOutTokens + uint64_t(model.capacity())) * 4, MemoryKind::Host);
+  b.seq_tokens = Buffer(ctx, uint64_t(model.capacity() + 64) * 4);
+  b.seq_tokens.upload(std::vector<uint32_t>(model.capacity() + 64, 0));  // rows past t read valid ids
+  b.feat_stride = pad4(C);
+  b.feat = Buffer(ctx, uint64_t(kTreeMaxPath) * b.feat_stride * 4);
+  b.feat.upload(std::vector<float>(size_t(kTreeMaxPath) * b.feat_stride, 0.0f));  // finite before first use
+  p.verifier = std::make_unique<Verifier>(model);
+  p.combiner = std::move(combiner);
+  std::vector<Drafter*> drafters;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    DraftShape ds{opts.topk, opts.depth, opts.budget, uint32_t(i + 1)};
+    if (s == Strategy::Single2) ds.head_id = 2;
+    p.drafter_store.push_back(make_eagle_drafter(ctx, *heads[i], *p.verifier, ds));
+    drafters.push_back(p.drafter_store.back().get());
+  }
+  if (sampling()) {
+    p.probs = Buffer(ctx, uint64_t(V) * 4);
+    p.path = Buffer(ctx, 16);
+    p.root_tree = DeviceTree(ctx, 1, 1);
+    p.root_tree.parent.upload(std::vector<int32_t>{-1});
+    p.root_tree.token.upload(std::vector<uint32_t>{0});
+    p.root_tree.head.upload(std::vector<uint32_t>{0});
+  }
+  PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels};
+  p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
+}
+
+Engine::~Engine() = default;
+
+uint32_t Engine::verify_nodes() const {
+  return opts_.strategy == Strategy::AR ? 1 : make_combiner(opts_.strategy)->verify_nodes(opts_.budget);
+}
+
+uint32_t Engine::dispatches_per_step() const { return parts_->plan->dispatches(); }
+
+// The prompt in chunks through the verifier and the drafters (pairs j < P-1: the last pair, whose
+// token is the first generated one, is the first step's ingest), then y[P] = argmax (or a draw
+// from G) and the step state for the first step: t = P, prev_t = P-1, a = 0, feat row 0 = f_{P-1}.
+void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
+  Parts& p = *parts_;
+  StepBuffers& b = p.buffers;
+  const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
+  uint32_t R = model_.max_rows();  // prefill chunk: what both the verifier and the drafters take per pass
+  for (auto& d : p.drafter_store) R = std::min(R, d->max_rows());
+  const uint32_t state[kStateWords] = {P - 1, P - 1, 0, 0};
+  seq.update(b.state, 0, state, sizeof(state));
+  for (uint32_t c0 = 0; c0 < P; c0 += R) {
+    const uint32_t n = std::min(R, P - c0);
+    LlamaModel::ForwardArgs a;
+    a.N = n, a.t = c0, a.tokens = &b.seq_tokens, a.tok_offset = c0;
+    a.logits_from = n - 1;
+    p.verifier->forward(seq, a);
+    const uint32_t pairs = std::min(c0 + n, P - 1) - std::min(c0, P - 1);
+    if (pairs)
+      for (auto& d : p.drafter_store) d->record_prefill(seq, b, model_.hidden(), c0, pairs);
+  }
+  const Mat last = model_.logits().row((P - 1) % R);
+  if (sampling()) {
+    sample_probs(seq, last, Mat{&p.probs, 0, V}, 1, V, opts_.sampling, b.seq_tokens, P - 1, p.root_tree);
+    AcceptSampleArgs aa;
+    aa.n = 1, aa.V = V, aa.probs = Mat{&p.probs, 0, V}, aa.seed = opts_.sampling.seed, aa.step = P - 1;
+    aa.accepted = &p.path;
+    accept_sample(seq, p.root_tree, aa);
+    put_token(seq, p.root_tree.info, kInfoNextRoot, b.seq_tokens, P);
+  } else {
+    argmax(seq, last, b.seq_tokens, P, 1, V);
+  }
+  if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), (P - 1) % R, b.features(), 1, uint32_t(model_.config().C));
+  step_advance(seq, b.state, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false);
+}
+
+void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const {
+  const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
+  if (P == 0) throw Error("the prompt is empty: give at least one token");
+  for (uint32_t id : prompt)
+    if (id >= V) throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(V) + ")");
+  // Cache slots a step may write past the committed tokens: the verified tree, the draft levels.
+  const uint64_t slack = verify_nodes() + uint64_t(draft_depth()) * (draft_depth() ? opts_.topk : 0) + 2;
+  if (uint64_t(P) + n_new + slack > model_.capacity())
+    throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) +
+                " new tokens does not fit the context of " + std::to_string(model_.capacity()) +
+                " tokens (raise --ctx or lower -n)");
+  for (auto& d : parts_->drafter_store)
+    if (uint64_t(P) + n_new + slack > d->capacity())
+      throw Error("prompt + new tokens do not fit the draft head's context; raise --ctx");
+}
+
+namespace {
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+}  // namespace
+
+GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
+                               const std::function<void(const uint32_t*, size_t)>& on_tokens) {
+  using clock = std::chrono::steady_clock;
+  check_fits(prompt, n_new);
+  Parts& p = *parts_;
+  StepBuffers& b = p.buffers;
+  GenerateStats st;
+  st.accept_hist.assign(draft_depth() + 2, 0);
+  if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
+  // The output list's header: cleared, the limit and the stop tokens.
+  uint32_t* out = static_cast<uint32_t*>(b.out_list.mapped());
+  std::memset(out, 0, kOutTokens * 4);
+  out[kOutLimit] = n_new;
+  out[kOutStopCount] = uint32_t(opts_.stop_tokens.size());
+  std::copy(opts_.stop_tokens.begin(), opts_.stop_tokens.end(), out + kOutStop);
+  b.seq_tokens.upload(prompt);
+
+  const auto t0 = clock::now();
+  {
+    Sequence seq(ctx_);
+    seq.begin();
+    record_prefill(seq, prompt);
+    seq.run();
+  }
+  st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  uint32_t seen = 0;
+  const auto emit = [&] {
+    const uint32_t n = std::min(out[kOutCount], n_new);
+    if (n > seen) {
+      st.tokens.insert(st.tokens.end(), out + kOutTokens + seen, out + kOutTokens + n);
+      if (on_tokens) on_tokens(out + kOutTokens + seen, n - seen);
+      seen = n;
+    }
+  };
+  emit();
+
+  const auto t1 = clock::now();
+  const uint64_t waits1 = ctx_.host_waits();
+  const double cpu1 = thread_cpu_us();
+  const uint32_t S = opts_.steps_per_submit;
+  uint32_t submits = 0;
+  StepPlan::Timing timing;
+  while (!out[kOutDone]) {
+    p.plan->submit(S);
+    p.plan->wait();
+    ++submits;
+    emit();
+    if (opts_.time_kernels) {
+      const StepPlan::Timing tm = p.plan->timing();
+      timing.draft_ms += tm.draft_ms, timing.verify_ms += tm.verify_ms, timing.commit_ms += tm.commit_ms;
+      for (const auto& k : tm.kernels) st.kernel_ms[k.label] += k.us * 1e-3;
+    }
+  }
+  const double cpu_us = thread_cpu_us() - cpu1;
+  st.seconds = std::chrono::duration<double>(clock::now() - t1).count();
+  st.steps = out[kOutSteps];
+  for (uint32_t a = 0; a < kOutHistWords; ++a)
+    st.accept_hist[std::min<size_t>(a, st.accept_hist.size() - 1)] += out[kOutHist + a];
+  for (uint32_t w = 0; w < 4; ++w) st.head_wins[w] = out[kOutWins + w];
+  st.stopped = !st.tokens.empty() && std::find(opts_.stop_tokens.begin(), opts_.stop_tokens.end(), st.tokens.back()) !=
+                                         opts_.stop_tokens.end();
+  const double generated = double(st.tokens.size() - 1);
+  st.tau = st.steps ? generated / st.steps : 0;
+  st.tokens_per_s = st.seconds > 0 ? generated / st.seconds : 0;
+  const double waits = double(ctx_.host_waits() - waits1);
+  st.host_waits_per_step = st.steps ? waits / st.steps : 0;
+  st.host_waits_per_token = generated > 0 ? waits / generated : 0;
+  st.host_cpu_us_per_step = st.steps ? cpu_us / st.steps : 0;
+  st.dispatches_per_step = p.plan->dispatches();
+  st.nodes_per_step = p.plan->verify_nodes();
+  if (submits && opts_.time_kernels) {  // the last step of each submission is the one timed
+    st.draft_ms = timing.draft_ms / submits;
+    st.verify_ms = timing.verify_ms / submits;
+    st.commit_ms = timing.commit_ms / submits;
+    for (auto& [k, v] : st.kernel_ms) v /= submits;
+  }
+  return st;
+}
+
+}  // namespace vkspec

@@ -1,0 +1,113 @@
+// The step, in the order the seeds describe it: draft → combine → verify → accept → commit.
+#include "speculative/step_plan.hpp"
+
+namespace vkspec::speculative {
+
+void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t) {
+  for (int l = 0; l < m_.config().L; ++l) {
+    commit_rows(seq, tree, accepted, t, m_.k_cache(l), m_.kv_row_floats());
+    commit_rows(seq, tree, accepted, t, m_.v_cache(l), m_.kv_row_floats());
+  }
+}
+
+StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
+                   const PlanShape& shape, StepBuffers& buffers)
+    : ctx_(ctx),
+      verifier_(verifier),
+      drafters_(std::move(drafters)),
+      combiner_(combiner),
+      shape_(shape),
+      b_(buffers),
+      seq_(ctx, shape.timed ? 4096 : 0, /*replayable=*/true) {
+  n_verify_nodes_ = combiner_ ? combiner_->verify_nodes(shape.B) : 1;
+  const uint32_t V = verifier.vocab();
+  vtree_ = DeviceTree(ctx, n_verify_nodes_, combiner_ ? shape.D : 1);
+  if (!combiner_) {  // ar's tree is the root alone: what sampling draws through
+    vtree_.parent.upload(std::vector<int32_t>{-1});
+    vtree_.token.upload(std::vector<uint32_t>{0});
+    vtree_.head.upload(std::vector<uint32_t>{0});
+  }
+  vargmax_ = Buffer(ctx, uint64_t(n_verify_nodes_) * 4);
+  accepted_ = Buffer(ctx, (kTreeMaxPath + 1) * 4);
+  if (shape.sampling) probs_ = Buffer(ctx, uint64_t(n_verify_nodes_) * V * 4);
+  seq_.begin();
+  seq_.gate(b_.state);
+  if (combiner_)
+    record_tree();
+  else
+    record_ar();
+  seq_.end();
+}
+
+// `ar`: the root through the verifier, y[t+1] = argmax (or a draw from G), one token per step.
+void StepPlan::record_ar() {
+  const uint32_t V = verifier_.vocab();
+  LlamaModel::ForwardArgs fa;
+  fa.N = 1, fa.t = b_.t(), fa.tokens = &b_.seq_tokens, fa.tok_offset = b_.t();
+  verifier_.forward(seq_, fa);
+  if (shape_.sampling) {
+    const Mat probs{&probs_, 0, V};
+    sample_probs(seq_, verifier_.logits(), probs, 1, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
+    AcceptSampleArgs aa;
+    aa.n = 1, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
+    accept_sample(seq_, vtree_, aa);
+    put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t() + 1);
+  } else {
+    argmax(seq_, verifier_.logits(), b_.seq_tokens, b_.t() + 1, 1, V);
+  }
+  end_draft_ = 0;
+  end_verify_ = seq_.dispatch_count();
+  step_advance(seq_, b_.state, nullptr, b_.seq_tokens, b_.out_list, /*count_step=*/true);
+}
+
+void StepPlan::record_tree() {
+  const uint32_t V = verifier_.vocab(), N = n_verify_nodes_;
+  // draft(): every drafter ingests what the last step accepted and drafts from the root y[t].
+  for (Drafter* d : drafters_) d->record_step(seq_, b_);
+  end_draft_ = seq_.dispatch_count();
+  // combine(): route (seed 001 §5), merge (seed 000 §4), merge-trie, or one head's tree.
+  combiner_->record(seq_, drafters_, shape_.B, vtree_);
+  tree_meta(seq_, vtree_, N, b_.t());
+  // verify(): one verifier pass over the whole tree with the ancestor mask.
+  LlamaModel::ForwardArgs fa;
+  fa.N = N, fa.t = b_.t(), fa.tokens = &vtree_.token, fa.pos = &vtree_.pos;
+  fa.mask = &vtree_.mask, fa.mask_words = vtree_.mask_words;
+  verifier_.forward(seq_, fa);
+  const Mat probs{&probs_, 0, V};
+  if (shape_.sampling)  // p = G(logits) per node (include/vkspec/sample.hpp)
+    sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
+  else
+    argmax(seq_, verifier_.logits(), vargmax_, 0, N, V);
+  end_verify_ = seq_.dispatch_count();
+  if (shape_.sampling) {
+    // accept(), sampling (DESIGN §3, seed 000/001 §6.2): tree rejection sampling from the root;
+    // the same outputs as accept_greedy, so the commit below is shared.
+    AcceptSampleArgs aa;
+    aa.n = N, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
+    accept_sample(seq_, vtree_, aa);
+  } else {
+    // accept(): longest match over all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
+    accept_greedy(seq_, vtree_, vargmax_, accepted_);
+  }
+  // commit(): accepted KV rows into place, their features for the drafters' next ingest, tokens
+  // appended (append_tokens moves state[kStateT] to t + a + 1), the next root after them.
+  verifier_.commit(seq_, vtree_, accepted_, b_.t());
+  gather_rows(seq_, vtree_, accepted_, verifier_.hidden(), b_.features(), verifier_.width());
+  static_assert(kStateT == 0, "append_tokens counts in word 0 of its count buffer");
+  append_tokens(seq_, vtree_, accepted_, b_.seq_tokens, b_.state);
+  put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t());
+  step_advance(seq_, b_.state, &vtree_.info, b_.seq_tokens, b_.out_list, /*count_step=*/true, combiner_->win_slot());
+}
+
+StepPlan::Timing StepPlan::timing() const {
+  Timing tm;
+  tm.kernels = seq_.timings();
+  // Timestamp 0 is the gate; dispatch i (0-based, gate included) is kernels[i].
+  for (uint32_t i = 0; i < tm.kernels.size(); ++i) {
+    const uint32_t d = i;  // the gate counts as a dispatch
+    (d < end_draft_ ? tm.draft_ms : d < end_verify_ ? tm.verify_ms : tm.commit_ms) += tm.kernels[i].us * 1e-3;
+  }
+  return tm;
+}
+
+}  // namespace vkspec::speculative

@@ -1,0 +1,56 @@
+// A StepPlan: one decoding step, recorded once and resubmitted (DESIGN.md §7).
+//
+// Built once per (verifier, drafters, combiner, K, D, B, sampling on/off): building resolves
+// every pipeline, allocates and writes every descriptor set and records the command buffer.
+// Running a step is a resubmission — nothing is allocated, looked up or recorded — and S steps
+// chain in one submission; a step after the generation is done is a no-op on the GPU
+// (Sequence::gate). The host reads the output list once per submission.
+#pragma once
+
+#include <vector>
+
+#include "speculative/parts.hpp"
+#include "vkspec/sample.hpp"
+
+namespace vkspec::speculative {
+
+struct PlanShape {
+  uint32_t K = 4, D = 4, B = 8;
+  bool sampling = false;
+  SamplingOptions sampler;
+  bool timed = false;  // timestamps per dispatch (of the last step in a submission)
+};
+
+class StepPlan {
+ public:
+  // `drafters` empty and `combiner` null: the plan is `ar` (one token per step).
+  StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
+           const PlanShape& shape, StepBuffers& buffers);
+  void submit(uint32_t steps) { seq_.submit(steps); }
+  void wait() { seq_.wait(); }
+  uint32_t dispatches() const { return seq_.dispatch_count(); }
+  uint32_t verify_nodes() const { return n_verify_nodes_; }
+  // GPU milliseconds of the last step by phase and by kernel (timed plans).
+  struct Timing {
+    double draft_ms = 0, verify_ms = 0, commit_ms = 0;
+    std::vector<DispatchTiming> kernels;
+  };
+  Timing timing() const;
+
+ private:
+  void record_ar();
+  void record_tree();
+
+  Context& ctx_;
+  Verifier& verifier_;
+  std::vector<Drafter*> drafters_;
+  const Combiner* combiner_;
+  PlanShape shape_;
+  StepBuffers& b_;
+  uint32_t n_verify_nodes_ = 1, end_draft_ = 0, end_verify_ = 0;
+  DeviceTree vtree_;
+  Buffer vargmax_, accepted_, probs_;
+  Sequence seq_;
+};
+
+}  // namespace vkspec::speculative
