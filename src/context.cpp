@@ -63,10 +63,9 @@ int compute_family(VkPhysicalDevice pd) {
 
 // Capability-derived quirks, set in exactly one place. See DeviceCaps::Quirks for the reasons.
 void derive_quirks(DeviceCaps& c) {
-  // CPU devices implement storage-buffer loads as bounds-checked per-lane loops and pay a large
-  // fixed cost per dispatch; both facts follow from being a CPU rasterizer, not from a vendor.
+  // CPU devices implement storage-buffer loads as bounds-checked per-lane loops: a fact of being
+  // a CPU rasterizer, not of a vendor.
   c.quirks.weights_via_texel_buffer = c.is_cpu();
-  c.quirks.expensive_dispatch = c.is_cpu();
   c.quirks.single_subgroup_kernels = c.is_cpu();
   // A property of llvmpipe's shader compiler, not of CPU devices (SwiftShader has no such budget).
   c.quirks.loop_iteration_limit = c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u;

@@ -63,9 +63,6 @@ struct DeviceCaps {
     // with a bounds check per component; reading weights through a uniform texel buffer
     // (texelFetch on RGBA32UI) is 3-5x faster there and also sidesteps maxStorageBufferRange.
     bool weights_via_texel_buffer = false;
-    // On the same drivers each dispatch costs ~40 us, so fused kernels and more rows per
-    // invocation pay off more than occupancy.
-    bool expensive_dispatch = false;
     // Barriers and shared memory are costly on CPU rasterizers (invocations are fibers over
     // SIMD lanes): matmul and attention there use one subgroup per workgroup (subgroup
     // reductions, no barrier; matmul_sg.comp, attention_sg.comp).
