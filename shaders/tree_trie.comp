@@ -7,13 +7,22 @@
 // A folded parent scores >= its folded children and has a lower canonical index, so the kept set
 // is a tree. Scores are ranked and folded in the order of order.glsl (NaN last, -0 == +0): the
 // ranks are a permutation, so at most n_out - 1 nodes are kept whatever the scores.
-// Shared memory: 3 arrays of kTrieMaxNodes u32 = 12 KiB.
+//
+// Loop trip counts are kept small on purpose: lavapipe (gallivm) counts every loop iteration of
+// an invocation against one budget of 65535 and silently ends all loops once it is spent
+// (DeviceCaps::Quirks::loop_iteration_limit). So no phase is (levels x nodes), folding scans
+// only its own level through a depth-sorted order, and every scan over nodes reads CHUNK nodes
+// per iteration (an unrolled inner loop), which is the same work in 1/CHUNK of the iterations.
+// merge_trie (src/ops/tree.cpp) mirrors the resulting bound.
+// Shared memory: 3 arrays of kTrieMaxNodes u32 + 66 level offsets = 12.3 KiB.
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "order.glsl"
 #include "vkspec/tree_limits.h"
 const uint MMAX = kTrieMaxNodes;
-const uint NONE = 0xffffffffu;
+const uint CHUNK = 16;
+const uint LMAX = kTreeMaxPath;  // depths are counted up to this (a cycle stops there)
 layout(set = 0, binding = 0, std430) readonly buffer T1 { uint tok1[]; };
 layout(set = 0, binding = 1, std430) readonly buffer P1 { int par1[]; };
 layout(set = 0, binding = 2, std430) readonly buffer S1 { float sc1[]; };
@@ -29,11 +38,13 @@ layout(set = 0, binding = 11, std430) writeonly buffer OInfo { uint o_info[]; };
 layout(push_constant) uniform Push { uint count1, count2, n_out; } pc;
 
 // sa[u] = keep << 31 | depth << 16 | canonical index
-// sb[u] = per level: canonical parent of a node of that level (NONE otherwise);
-//         after folding: head bits of a canonical node (0 = not canonical) | new index << 2
+// sb    = while folding: sb[i] = u << 16 | canonical parent of u, i = u's place in depth order
+//         (depth, then index); after folding: head bits of a canonical node u (0 = not
+//         canonical) | new index << 2, at sb[u]
 shared uint sa[MMAX];
 shared uint sb[MMAX];
 shared float ss[MMAX];  // score; the folded max at canonical nodes
+shared uint level_start[LMAX + 2];  // depth order: level d is sb[level_start[d] .. level_start[d + 1])
 shared uint max_depth, kept_count;
 
 uint tok(uint u) { return u < pc.count1 ? tok1[u] : tok2[u - pc.count1 + 1]; }
@@ -49,6 +60,7 @@ uint depth_of(uint u) { return (sa[u] >> 16) & 0x7fffu; }
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, M = pc.count1 + pc.count2 - 1;
+  for (uint d = lid; d < LMAX + 2; d += WG) level_start[d] = 0;
   if (lid == 0) {
     max_depth = 0;
     kept_count = 0;
@@ -56,32 +68,49 @@ void main() {
   barrier();
   for (uint u = lid; u < M; u += WG) {
     uint d = 0;
-    for (int j = par(u); j >= 0 && d < 64; j = par(uint(j))) ++d;
+    for (int j = par(u); j >= 0 && d < LMAX; j = par(uint(j))) ++d;
     sa[u] = (d << 16) | (u == 0 ? 0u : 0xffffu);
     ss[u] = sc(u);
     atomicMax(max_depth, d);
+    atomicAdd(level_start[d + 1], 1u);  // counts now, offsets below
+  }
+  barrier();
+  if (lid == 0)
+    for (uint d = 1; d < LMAX + 2; ++d) level_start[d] += level_start[d - 1];
+  barrier();
+  // Depth order, stable: a node's place is its level's start plus the nodes of its level before it.
+  for (uint u = lid; u < M; u += WG) {
+    const uint d = depth_of(u);
+    uint before = 0;
+    for (uint v0 = 0; v0 < u; v0 += CHUNK)
+      [[unroll]] for (uint k = 0; k < CHUNK; ++k) {
+        const uint v = v0 + k;
+        if (v < u && depth_of(v) == d) ++before;
+      }
+    sb[level_start[d] + before] = u << 16;
   }
   barrier();
   // Canonical nodes level by level: a node folds into the first node of its level with the same
   // canonical parent and token (the parents' canonical indices are final from the level above).
+  // Depth order within a level is index order, so the first match is the lowest index.
   const uint levels = max_depth;
   for (uint d = 1; d <= levels; ++d) {
-    for (uint v = lid; v < M; v += WG) {
-      // No ?: here: the compiler may evaluate both sides, and the root's parent is -1.
-      uint cp = NONE;
-      if (v > 0 && depth_of(v) == d) cp = canon(uint(par(v)));
-      sb[v] = cp;
+    const uint s = level_start[d], e = level_start[d + 1];
+    for (uint i = s + lid; i < e; i += WG) {
+      const uint u = sb[i] >> 16;
+      sb[i] = (u << 16) | canon(uint(par(u)));
     }
     barrier();
-    for (uint u = lid; u < M; u += WG) {
-      const uint cp = sb[u];
-      if (cp == NONE) continue;
-      const uint t = tok(u);
+    for (uint i = s + lid; i < e; i += WG) {
+      const uint u = sb[i] >> 16, cp = sb[i] & 0xffffu, t = tok(u);
       uint c = u;
-      for (uint v = 0; v < u; ++v)
-        if (sb[v] == cp && tok(v) == t) {
-          c = v;
-          break;
+      for (uint j0 = s; j0 < i && c == u; j0 += CHUNK)
+        [[unroll]] for (uint k = 0; k < CHUNK; ++k) {
+          const uint j = j0 + k;
+          if (j < i && c == u) {
+            const uint w = sb[j];
+            if ((w & 0xffffu) == cp && tok(w >> 16) == t) c = w >> 16;
+          }
         }
       sa[u] = (d << 16) | c;
     }
@@ -96,10 +125,13 @@ void main() {
     }
     float s = ss[u];
     uint hb = from(u);
-    for (uint v = u + 1; v < M; ++v)
-      if (canon(v) == u) {
-        s = order_max(s, ss[v]);  // max() is undefined for NaN
-        hb |= from(v);
+    for (uint v0 = u + 1; v0 < M; v0 += CHUNK)
+      [[unroll]] for (uint k = 0; k < CHUNK; ++k) {
+        const uint v = v0 + k;
+        if (v < M && canon(v) == u) {
+          s = order_max(s, ss[v]);  // max() is undefined for NaN
+          hb |= from(v);
+        }
       }
     ss[u] = s;
     sb[u] = hb;
@@ -110,10 +142,14 @@ void main() {
     if (sb[u] == 0) continue;
     const uint ku = order_key(ss[u]);
     uint rank = 0;
-    for (uint v = 1; v < M; ++v) {
-      const uint kv = order_key(ss[v]);
-      rank += (sb[v] != 0 && (kv > ku || (kv == ku && v < u))) ? 1u : 0u;
-    }
+    for (uint v0 = 1; v0 < M; v0 += CHUNK)
+      [[unroll]] for (uint k = 0; k < CHUNK; ++k) {
+        const uint v = v0 + k;
+        if (v < M && sb[v] != 0) {
+          const uint kv = order_key(ss[v]);
+          rank += (kv > ku || (kv == ku && v < u)) ? 1u : 0u;
+        }
+      }
     if (rank < pc.n_out - 1) {
       sa[u] |= 0x80000000u;
       atomicAdd(kept_count, 1u);
@@ -123,7 +159,11 @@ void main() {
   for (uint u = 1 + lid; u < M; u += WG) {
     if ((sa[u] & 0x80000000u) == 0) continue;
     uint idx = 1;
-    for (uint v = 1; v < u; ++v) idx += sa[v] >> 31;
+    for (uint v0 = 1; v0 < u; v0 += CHUNK)
+      [[unroll]] for (uint k = 0; k < CHUNK; ++k) {
+        const uint v = v0 + k;
+        if (v < u) idx += sa[v] >> 31;
+      }
     sb[u] |= idx << 2;
   }
   barrier();

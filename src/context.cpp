@@ -63,11 +63,12 @@ int compute_family(VkPhysicalDevice pd) {
 
 // Capability-derived quirks, set in exactly one place. See DeviceCaps::Quirks for the reasons.
 void derive_quirks(DeviceCaps& c) {
-  // CPU devices implement storage-buffer loads as bounds-checked per-lane loops and pay a large
-  // fixed cost per dispatch; both facts follow from being a CPU rasterizer, not from a vendor.
+  // CPU devices implement storage-buffer loads as bounds-checked per-lane loops: a fact of being
+  // a CPU rasterizer, not of a vendor.
   c.quirks.weights_via_texel_buffer = c.is_cpu();
-  c.quirks.expensive_dispatch = c.is_cpu();
   c.quirks.single_subgroup_kernels = c.is_cpu();
+  // A property of llvmpipe's shader compiler, not of CPU devices (SwiftShader has no such budget).
+  c.quirks.loop_iteration_limit = c.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u;
 }
 
 DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
@@ -91,6 +92,7 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
   c.device_id = props.properties.deviceID;
   c.driver_version = props.properties.driverVersion;
   c.api_version = props.properties.apiVersion;
+  c.driver_id = drv.driverID;
   c.driver_name = drv.driverName;
   c.driver_info = drv.driverInfo;
   std::memcpy(c.uuid.data(), props.properties.pipelineCacheUUID, VK_UUID_SIZE);

@@ -222,7 +222,12 @@ TEST_CASE_FIXTURE(VkTest, "subgroup attention at every subgroup size the device 
   // The chunk width is the subgroup size S; exactness and accuracy must hold for each S. Without
   // subgroup size control only the default size runs (covered above).
   const auto& caps = ctx.caps();
-  if (!caps.subgroup_arithmetic || !caps.subgroup_size_control) return;
+  if (!caps.subgroup_arithmetic || !caps.subgroup_size_control) {
+    MESSAGE("NOT RUN: device '" << caps.name << "' lacks "
+                                << (caps.subgroup_arithmetic ? "subgroup size control" : "subgroup arithmetic")
+                                << ", so no subgroup size can be pinned");
+    return;
+  }
   const uint32_t N = 11, t = 45, H = 6, Hkv = 3, D = 32, row = Hkv * D, HD = H * D, cap = t + N + 8;
   Tree tree = random_tree(N, 99, true);
   auto kc = random_floats(size_t(cap) * row, 11), vc = random_floats(size_t(cap) * row, 12);

@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -235,13 +234,15 @@ TEST_CASE("tokenizer reject: malformed metadata") {
   }
 }
 
-TEST_CASE("tokenizer: encode speed on 1 MB of text") {
+// Speed is measured by `vkspec bench-tokenizer`; here only that encoding keeps no state between
+// calls: a paragraph repeated many times encodes to the same ids every time.
+TEST_CASE("tokenizer: a ~1 KB paragraph encodes to the same ids on every repetition") {
   for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
     const std::string path = vkspec::test::shared_file(std::string("tokenizer-vectors/") + vocab);
     if (path.empty()) return;
     GgufFile g = GgufFile::open(path);
     Tokenizer tok = Tokenizer::from_gguf(g);
-    // 1 MB of mixed prose: the test inputs repeated, in ~1 KB paragraphs as a prompt would be.
+    // The test inputs joined into ~1 KB of mixed prose, as a prompt would be.
     const std::string inp = read_all(path + ".inp");
     std::string para;
     for (size_t i = 0; i < inp.size() && para.size() < 1024; ++i)
@@ -249,17 +250,9 @@ TEST_CASE("tokenizer: encode speed on 1 MB of text") {
         i += 18;
       else
         para += inp[i];
-    std::vector<std::string> chunks;
-    size_t total = 0;
-    while (total < (1u << 20)) {
-      chunks.push_back(para);
-      total += para.size();
-    }
-    size_t n = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const std::string& c : chunks) n += tok.encode(c).size();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE(std::string(vocab) << ": encoded " << total << " bytes in " << s * 1e3 << " ms: " << n / s / 1e6 << " M tokens/s, "
-                  << total / s / 1e6 << " MB/s");
+    const std::vector<uint32_t> first = tok.encode(para);
+    INFO(vocab);
+    REQUIRE(!first.empty());
+    for (int r = 0; r < 64; ++r) REQUIRE(tok.encode(para) == first);
   }
 }

@@ -23,6 +23,7 @@ struct DeviceCaps {
   std::string name;
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t vendor_id = 0, device_id = 0, driver_version = 0, api_version = 0;
+  VkDriverId driver_id = VkDriverId(0);
   std::string driver_name, driver_info;
   std::array<uint8_t, VK_UUID_SIZE> uuid{};
 
@@ -62,13 +63,17 @@ struct DeviceCaps {
     // with a bounds check per component; reading weights through a uniform texel buffer
     // (texelFetch on RGBA32UI) is 3-5x faster there and also sidesteps maxStorageBufferRange.
     bool weights_via_texel_buffer = false;
-    // On the same drivers each dispatch costs ~40 us, so fused kernels and more rows per
-    // invocation pay off more than occupancy.
-    bool expensive_dispatch = false;
     // Barriers and shared memory are costly on CPU rasterizers (invocations are fibers over
     // SIMD lanes): matmul and attention there use one subgroup per workgroup (subgroup
     // reductions, no barrier; matmul_sg.comp, attention_sg.comp).
     bool single_subgroup_kernels = false;
+    // lavapipe (Mesa's gallivm, LP_MAX_TGSI_LOOP_ITERATIONS) gives each shader invocation one
+    // budget of 65535 loop iterations shared by all its loops and, once it is spent, silently
+    // ends every loop after its current iteration: wrong results, or garbage indices and a
+    // crash. Measured on Mesa 22.3.6: one loop of 102400 iterations ran 65535; merge_trie at
+    // 32/64-wide groups on ~1000 nodes gave wrong trees (tests/test_tree_trie.cpp). 0 = none.
+    // Kernels with long per-invocation loops keep under it (tree_trie.comp; merge_trie).
+    uint32_t loop_iteration_limit = 0;
   } quirks;
 
   bool is_cpu() const { return type == VK_PHYSICAL_DEVICE_TYPE_CPU; }

@@ -41,8 +41,8 @@ nlohmann::json caps_json(const DeviceCaps& c) {
           {"unified_memory", c.unified_memory},
           {"quirks",
            {{"weights_via_texel_buffer", c.quirks.weights_via_texel_buffer},
-            {"expensive_dispatch", c.quirks.expensive_dispatch},
-            {"single_subgroup_kernels", c.quirks.single_subgroup_kernels}}}};
+            {"single_subgroup_kernels", c.quirks.single_subgroup_kernels},
+            {"loop_iteration_limit", c.quirks.loop_iteration_limit}}}};
 }
 
 static int run_devices(const std::vector<std::string>& argv) {
@@ -74,8 +74,8 @@ static int run_devices(const std::vector<std::string>& argv) {
     std::printf("      shared memory %u B, storage range %llu B, workgroup invocations %u, timestamp %.3g ns\n",
                 c.max_shared_memory, (unsigned long long)c.max_storage_buffer_range, c.max_workgroup_invocations,
                 c.timestamp_period_ns);
-    std::printf("      quirks: weights_via_texel_buffer=%d expensive_dispatch=%d single_subgroup_kernels=%d\n",
-                c.quirks.weights_via_texel_buffer, c.quirks.expensive_dispatch, c.quirks.single_subgroup_kernels);
+    std::printf("      quirks: weights_via_texel_buffer=%d single_subgroup_kernels=%d loop_iteration_limit=%u\n",
+                c.quirks.weights_via_texel_buffer, c.quirks.single_subgroup_kernels, c.quirks.loop_iteration_limit);
   }
   return 0;
 }

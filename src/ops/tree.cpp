@@ -150,14 +150,21 @@ void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const D
   assert(count1 >= 1 && count2 >= 1 && count1 <= pool1.cap && count2 <= pool2.cap);
   assert(count1 + count2 - 1 <= kTrieMaxNodes && n_out >= 1 && n_out <= out_tree.cap);
   TriePush push{count1, count2, n_out};
-  // UNRESOLVED (seen on lavapipe by tests/test_tree.cpp): when invocations own many nodes the
-  // output is wrong or the run crashes — even the root, written last by invocation 0, is missing:
-  // 16- and 32-wide groups failed from ~700 nodes, 64-wide on 1023 nodes; 128-wide always passed.
-  // Root cause not found (kernel bug or driver), so the group is widened until every invocation
-  // owns at most 8 nodes, which passes every test at both requested sizes.
+  // Loop iterations one invocation runs at most (shaders/tree_trie.comp, phase by phase), with
+  // n nodes per invocation, L levels and scans of K chunks of 16 nodes: depths n(L + 1), depth
+  // order n(K + 1), folding (n + L)(K + 3) over all levels, then fold, rank and index 3n(K + 1).
+  // Where the driver ends loops past a budget (DeviceCaps::Quirks::loop_iteration_limit), the
+  // group is widened until the bound fits — only groups narrower than 16 need it.
   const uint32_t M = count1 + count2 - 1;
-  uint32_t wg = pick_workgroup(seq.context(), cfg, 64);
-  while (wg * 8 < M) wg *= 2;
+  const Context& ctx = seq.context();
+  uint32_t wg = pick_workgroup(ctx, cfg, 64);
+  auto bound = [&](uint64_t w) {
+    const uint64_t n = (M + w - 1) / w, K = (M + 15) / 16, L = kTreeMaxPath;
+    return n * (L + 1) + n * (K + 1) + (n + L) * (K + 3) + 3 * n * (K + 1) + 4 * (L + 2);
+  };
+  const uint32_t wg_max = std::min(ctx.caps().max_workgroup_invocations, ctx.caps().max_workgroup_size[0]);
+  if (const uint32_t limit = ctx.caps().quirks.loop_iteration_limit)
+    while (bound(wg) > limit && wg * 2 <= wg_max) wg *= 2;
   KernelConfig c = cfg;
   c.workgroup_size = wg;
   const Pipeline& p = simple_pipeline(seq.context(), "tree_trie", 12, sizeof(push), c);
