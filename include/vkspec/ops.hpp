@@ -80,11 +80,22 @@ void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, uint3
            KernelConfig cfg = {});
 // y(T, C) = x * rsqrt(mean(x^2) + eps) * w
 void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg = {});
+// In place, per head: x(T, heads, D) head h of every row = rmsnorm(head) * w(heads, D) row h
+// (Qwen3's q/k norm over the q and k heads of a qkv row, with q_norm repeated per query head).
+void rmsnorm_heads(Sequence& seq, Mat x, const Buffer& w, uint32_t T, uint32_t heads, uint32_t D, float eps,
+                   KernelConfig cfg = {});
 
-enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half
+enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half (llama.cpp NEOX)
+// Angle of pair i at position p: (p * theta^(-2i/n_rot) / factors[i]) * freq_scale.
+struct RopeArgs {
+  float theta = 10000.0f;                // base (rope.freq_base)
+  RopeMode mode = RopeMode::Pairs;
+  float freq_scale = 1.0f;               // linear scaling: 1 / rope.scaling.factor
+  const Buffer* factors = nullptr;       // (n_rot/2) f32 frequency factors (Llama 3 rope_freqs); nullptr = all 1
+};
 // x(T, H, D) rotated in place at positions pos[pos_offset + t]; the first n_rot dims rotate.
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
-          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg = {});
+          uint32_t n_rot, const RopeArgs& r, KernelConfig cfg = {});
 // out(T, F) = silu(gate) * up
 void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg = {});
 // out(T, C) = a + b

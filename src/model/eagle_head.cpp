@@ -211,7 +211,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
 
   // The decoder layer, without input_layernorm (EAGLE's layer 0).
   matmul(seq, wqkv_, x, qkv, N);
-  rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Halves);  // HF layout
+  rope(seq, qkv, *a.pos, a.pos_offset, N, H + Hkv, D, D, {cfg_.rope_theta, RopeMode::Halves});  // HF layout
   regions_.clear();
   for (uint32_t r = 0; r < N; ++r) regions_.push_back({(uint64_t(r) * QKV + HD) * 4, uint64_t(a.kv_slot + r) * KV * 4, uint64_t(KV) * 4});
   seq.copy(qkv_, k_, regions_);

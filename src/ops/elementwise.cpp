@@ -15,30 +15,48 @@ uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t pr
   return wg;
 }
 
-void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg) {
-  struct Push {
-    uint32_t C, x_offset, x_stride, y_offset, y_stride;
-    float eps;
-  } push{C, x.offset, x.stride, y.offset, y.stride, eps};
-  static_assert(sizeof(Push) == 24);
+namespace {
+struct RmsnormPush {
+  uint32_t C, x_offset, x_stride, y_offset, y_stride;
+  float eps;
+  uint32_t sub, sub_stride, w_stride;  // sub-rows per row (heads), their stride and their weight rows' stride
+};
+static_assert(sizeof(RmsnormPush) == 36);
+
+void rmsnorm_dispatch(Sequence& seq, const Buffer& xb, const Buffer& w, const Buffer& yb, const RmsnormPush& push,
+                      uint32_t rows, const KernelConfig& cfg) {
   // One subgroup per row where barriers are what costs (its reduction's barriers then have
   // nothing to wait for): ~85 -> ~50 us per dispatch on lavapipe, where rows are short.
   const DeviceCaps& caps = seq.context().caps();
   const uint32_t wg = caps.quirks.single_subgroup_kernels ? caps.subgroup_size : 64;
-  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(Push), cfg, wg);
-  seq.dispatch(p, {x.in(), in(w), y.out()}, push, T, 1, 1, "rmsnorm");
+  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(RmsnormPush), cfg, wg);
+  seq.dispatch(p, {in(xb), in(w), out(yb)}, push, rows, 1, 1, "rmsnorm");
+}
+}  // namespace
+
+void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg) {
+  rmsnorm_dispatch(seq, *x.buf, w, *y.buf, {C, x.offset, x.stride, y.offset, y.stride, eps, 1, 0, 0}, T, cfg);
+}
+
+void rmsnorm_heads(Sequence& seq, Mat x, const Buffer& w, uint32_t T, uint32_t heads, uint32_t D, float eps,
+                   KernelConfig cfg) {
+  rmsnorm_dispatch(seq, *x.buf, w, *x.buf, {D, x.offset, x.stride, x.offset, x.stride, eps, heads, D, D}, T * heads,
+                   cfg);
 }
 
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
-          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg) {
+          uint32_t n_rot, const RopeArgs& r, KernelConfig cfg) {
   assert(n_rot % 2 == 0 && n_rot <= D);
   struct Push {
     uint32_t T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
-    float theta;
-  } push{T, H, D, n_rot, x.offset, x.stride, pos_offset, uint32_t(mode), theta};
-  static_assert(sizeof(Push) == 36);
-  const Pipeline& p = simple_pipeline(seq.context(), "rope", 2, sizeof(Push), cfg);
-  seq.dispatch(p, {x.out(), in(pos)}, push, groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)), 1, 1, "rope");
+    float theta, freq_scale;
+    uint32_t has_factors;
+  } push{T, H, D, n_rot, x.offset, x.stride, pos_offset, uint32_t(r.mode), r.theta, r.freq_scale, r.factors != nullptr};
+  static_assert(sizeof(Push) == 44);
+  const Pipeline& p = simple_pipeline(seq.context(), "rope", 3, sizeof(Push), cfg);
+  // Without factors the shader never reads binding 2; the position buffer stands in for it.
+  seq.dispatch(p, {x.out(), in(pos), in(r.factors ? *r.factors : pos)}, push, groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)),
+               1, 1, "rope");
 }
 
 void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg) {
