@@ -176,7 +176,8 @@ void run_interop(Context& ctx, const std::string& stem, const Kind& kind) {
   CHECK_MESSAGE(prompt_rows.median_rel() <= kind.row_median, stem << ": median prompt row " << prompt_rows.median_rel());
   CHECK_MESSAGE(decode_rows.max_rel() <= kind.row_max, stem << ": worst decode step " << decode_rows.max_rel());
   CHECK_MESSAGE(mismatched == 0, stem << ": greedy tokens differ where llama.cpp's choice is clear:" << mismatches);
-  CHECK(checked >= 40);  // about half of the 96 steps have a gap > 0.2, ~85% one > 0.03
+  // Not vacuous: ~85% of the 96 steps have a gap > 0.03 and ~50% one > 0.2 (README).
+  CHECK(checked >= 30);
 }
 
 }  // namespace
