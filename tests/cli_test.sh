@@ -86,6 +86,64 @@ expect_error "a non-finite --temp is refused" "option --temp expects a finite nu
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
 expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295
 expect_error "a huge --budget is refused by name" "budget" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
+# logits and perplexity: the verifier alone. logits' last row must choose generate's first token,
+# and perplexity's mean NLL must equal the one computed here from logits' rows of each window
+# (llama.cpp's scheme: windows of --ctx, the second half scored, BOS first if the vocab adds it).
+tmpd=$(mktemp -d)
+ids=$(/usr/bin/python3 -c 'import random; r=random.Random(5); print(" ".join(str(r.randrange(32,127)) for _ in range(40)))')
+"$vkspec" logits -m "$m" --tokens "$ids" --out "$tmpd/all.f32" 2>/dev/null; rc=$?
+first=$("$vkspec" generate -m "$m" --tokens "$ids" -n 1 --json 2>/dev/null)
+check "logits writes 40 x 256 f32 rows whose last argmax is generate's first token" \
+  "[ $rc -eq 0 ] && /usr/bin/python3 -c 'import array,json,sys; a=array.array(\"f\"); a.frombytes(open(sys.argv[1],\"rb\").read()); assert len(a)==40*256, len(a); r=a[39*256:]; assert max(range(256),key=lambda i:(r[i],-i))==json.loads(sys.argv[2])[\"tokens\"][0]' \"$tmpd/all.f32\" \"\$first\""
+ppl=$("$vkspec" perplexity -m "$m" --tokens "$ids" --ctx 16 --json 2>/dev/null); rc=$?
+ok=1
+for w in 0 1; do
+  win=$(/usr/bin/python3 -c 'import json,sys; d=json.loads(sys.argv[2]); t=sys.argv[1].split()[int(sys.argv[3])*16:][:16]; t[0]=str(d["bos"]) if d["bos"]>=0 else t[0]; print(" ".join(t))' "$ids" "$ppl" $w) || ok=0
+  "$vkspec" logits -m "$m" --tokens "$win" --out "$tmpd/w$w.f32" 2>/dev/null || ok=0
+done
+check "perplexity --json: 2 windows of 16, 14 scored, mean NLL equal to the logits' (1e-5)" \
+  "[ $rc -eq 0 ] && [ $ok -eq 1 ] && /usr/bin/python3 -c '
+import array,json,math,sys
+d=json.loads(sys.argv[1]); ids=sys.argv[2].split(); nll=0; n=0
+for w in (0,1):
+    a=array.array(\"f\"); a.frombytes(open(sys.argv[3]+\"/w%d.f32\"%w,\"rb\").read())
+    for j in range(8,15):
+        row=a[j*256:(j+1)*256]; m=max(row); lse=m+math.log(sum(math.exp(x-m) for x in row))
+        nll+=lse-row[int(ids[w*16+j+1])]; n+=1
+assert d[\"windows\"]==2 and d[\"scored\"]==n==14, d
+assert abs(d[\"mean_nll\"]-nll/n)<1e-5*max(1,nll/n) and abs(d[\"ppl\"]-math.exp(nll/n))<1e-4*d[\"ppl\"], (d, nll/n)
+' \"\$ppl\" \"$ids\" \"$tmpd\""
+out=$("$vkspec" perplexity -m "$m" --text "$(head -c 3000 "$root/README.md")" --ctx 64 2>&1 >/dev/null); rc=$?
+check "perplexity over text reports a progress line per window and tokens/s" \
+  "[ $rc -eq 0 ] && printf '%s' \"\$out\" | grep -q '^\[1/' && printf '%s' \"\$out\" | grep -q 'tokens/s'"
+# Against llama.cpp's own logits (../shared/interop, qwen2: NEOX RoPE, biases, tied output).
+interop="$root/../shared/interop"
+if [ -f "$interop/qwen2-f16.gguf" ]; then
+  p0=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(map(str,json.load(open(sys.argv[1]))["prompts"][0])))' "$interop/qwen2-f16.tokens.json")
+  "$vkspec" logits -m "$interop/qwen2-f16.gguf" --tokens "$p0" --out "$tmpd/q.f32" 2>/dev/null; rc=$?
+  check "logits of qwen2-f16 equal llama.cpp's within 2e-3 of each row's range" \
+    "[ $rc -eq 0 ] && /usr/bin/python3 -c '
+import array,sys
+a=array.array(\"f\"); a.frombytes(open(sys.argv[1],\"rb\").read()); b=array.array(\"f\"); b.frombytes(open(sys.argv[2],\"rb\").read()[:len(a)*4])
+assert len(a)==24*1024
+for t in range(24):
+    r=b[t*1024:(t+1)*1024]; g=a[t*1024:(t+1)*1024]; e=max(abs(x-y) for x,y in zip(g,r))/(max(r)-min(r)); assert e<2e-3, (t, e)
+' \"$tmpd/q.f32\" \"$interop/qwen2-f16.logits.f32\""
+elif [ "${CI:-}" = "true" ]; then
+  echo "FAIL: CI=true but $interop is missing"; fail=1
+else
+  echo "NOT RUN: logits against llama.cpp ($interop missing)"
+fi
+rm -rf "$tmpd"
+expect_error "logits without --out is refused" "no output file: --out" logits -m "$m" --tokens "1 2"
+expect_error "logits with two token sources is refused" "give exactly one of --tokens" logits -m "$m" --tokens "1 2" --text hi --out /dev/null
+expect_error "logits: an id outside the vocabulary is refused" "outside the model" logits -m "$m" --tokens "1 256" --out /dev/null
+expect_error "logits: an unwritable --out names the path" "cannot write /nonexistent-dir/l.f32" logits -m "$m" --tokens "1 2" --out /nonexistent-dir/l.f32
+expect_error "logits: more tokens than --ctx is a clear error" "do not fit the context of 4 tokens" logits -m "$m" --tokens "1 2 3 4 5" --ctx 4 --out /dev/null
+expect_error "perplexity needs a full window" "needs at least one full window: 3 tokens < window 16" perplexity -m "$m" --tokens "1 2 3" --ctx 16
+expect_error "perplexity: a window below 4 is refused" "window 2 must be in 4.." perplexity -m "$m" --tokens "1 2 3" --ctx 2
+expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
+expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail

@@ -37,19 +37,27 @@ void rmsnorm(float* y, const float* x, const float* w, int C, float eps) {
   for (int i = 0; i < C; ++i) y[i] = x[i] * r * w[i];
 }
 
-// Consecutive pairs (2i, 2i+1) within each head, angle pos * theta^(-2i/D): llama.cpp's
-// "normal" RoPE for GGUF llama models (and llama2.c's).
-void rope(float* v, int heads, int D, int pos, float theta) {
+// RoPE as llama.cpp computes it (ggml_rope_cache_init): pair i of each head turns by
+// (pos * theta^(-2i/D) / factors[i]) * freq_scale. "Normal" pairs (2i, 2i+1) for llama-family
+// GGUFs (their converter permuted q/k rows for it; llama2.c's convention too); NEOX pairs
+// (i, i + D/2) for qwen2, qwen3, phi3 (Hugging Face rotate_half).
+void rope(float* v, int heads, int D, int pos, const LlamaConfig& c, const std::vector<float>& factors) {
   for (int h = 0; h < heads; ++h)
     for (int i = 0; i < D / 2; ++i) {
-      const double freq = std::pow(double(theta), -2.0 * i / D);
-      const double a = pos * freq;
-      const float c = float(std::cos(a)), s = float(std::sin(a));
-      float* p = v + size_t(h) * D + 2 * i;
-      const float x0 = p[0], x1 = p[1];
-      p[0] = x0 * c - x1 * s;
-      p[1] = x0 * s + x1 * c;
+      const double freq = std::pow(double(c.rope_theta), -2.0 * i / D);
+      const double a = pos * freq / (factors.empty() ? 1.0 : double(factors[i])) * c.rope_freq_scale;
+      const float co = float(std::cos(a)), si = float(std::sin(a));
+      float* p0 = v + size_t(h) * D + (c.rope_neox ? i : 2 * i);
+      float* p1 = p0 + (c.rope_neox ? D / 2 : 1);
+      const float x0 = *p0, x1 = *p1;
+      *p0 = x0 * co - x1 * si;
+      *p1 = x0 * si + x1 * co;
     }
+}
+
+// Rows [first, first + n) of a (rows, cols) matrix: the parts of Phi-3's fused tensors.
+std::vector<float> rows_of(const std::vector<float>& m, size_t cols, size_t first, size_t n) {
+  return {m.begin() + first * cols, m.begin() + (first + n) * cols};
 }
 
 std::vector<float> load(const GgufFile& f, const std::string& name) {
@@ -65,13 +73,26 @@ CpuReference::CpuReference(const GgufFile& f, int max_ctx) : cfg_(read_llama_con
   embd_ = load(f, "token_embd.weight");
   norm_ = load(f, "output_norm.weight");
   if (!cfg_.tied_output) out_ = load(f, "output.weight");
+  if (cfg_.rope_freqs) rope_freqs_ = load(f, "rope_freqs.weight");
   for (int l = 0; l < cfg_.L; ++l) {
     auto t = [&](const char* s) { return load(f, blk_name(l, s)); };
     Layer ly;
     ly.attn_norm = t("attn_norm.weight");
-    ly.wq = t("attn_q.weight");
-    ly.wk = t("attn_k.weight");
-    ly.wv = t("attn_v.weight");
+    const size_t C = size_t(cfg_.C), F = size_t(cfg_.F), QD = size_t(cfg_.H) * cfg_.D, KVD = size_t(cfg_.Hkv) * cfg_.D;
+    if (cfg_.fused_qkv) {  // attn_qkv: q rows, then k rows, then v rows
+      const auto qkv = t("attn_qkv.weight");
+      ly.wq = rows_of(qkv, C, 0, QD);
+      ly.wk = rows_of(qkv, C, QD, KVD);
+      ly.wv = rows_of(qkv, C, QD + KVD, KVD);
+    } else {
+      ly.wq = t("attn_q.weight");
+      ly.wk = t("attn_k.weight");
+      ly.wv = t("attn_v.weight");
+    }
+    if (cfg_.qk_norm) {
+      ly.q_norm = t("attn_q_norm.weight");
+      ly.k_norm = t("attn_k_norm.weight");
+    }
     if (cfg_.qkv_bias) {
       ly.bq = t("attn_q.bias");
       ly.bk = t("attn_k.bias");
@@ -79,8 +100,14 @@ CpuReference::CpuReference(const GgufFile& f, int max_ctx) : cfg_(read_llama_con
     }
     ly.wo = t("attn_output.weight");
     ly.ffn_norm = t("ffn_norm.weight");
-    ly.gate = t("ffn_gate.weight");
-    ly.up = t("ffn_up.weight");
+    if (cfg_.fused_gate_up) {  // ffn_up: gate rows, then up rows
+      const auto gu = t("ffn_up.weight");
+      ly.gate = rows_of(gu, C, 0, F);
+      ly.up = rows_of(gu, C, F, F);
+    } else {
+      ly.gate = t("ffn_gate.weight");
+      ly.up = t("ffn_up.weight");
+    }
     ly.down = t("ffn_down.weight");
     layers_.push_back(std::move(ly));
   }
@@ -125,8 +152,12 @@ CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens, std
       matvec(qi, ly.wq.data(), xn.data(), C, QD, cfg_.qkv_bias ? ly.bq.data() : nullptr);
       matvec(ki, ly.wk.data(), xn.data(), C, KVD, cfg_.qkv_bias ? ly.bk.data() : nullptr);
       matvec(vi, ly.wv.data(), xn.data(), C, KVD, cfg_.qkv_bias ? ly.bv.data() : nullptr);
-      rope(qi, H, D, positions[i], cfg_.rope_theta);
-      rope(ki, Hkv, D, positions[i], cfg_.rope_theta);
+      if (cfg_.qk_norm) {  // Qwen3: each head of q and k RMS-normalized, before RoPE
+        for (int h = 0; h < H; ++h) rmsnorm(qi + size_t(h) * D, qi + size_t(h) * D, ly.q_norm.data(), D, cfg_.rms_eps);
+        for (int h = 0; h < Hkv; ++h) rmsnorm(ki + size_t(h) * D, ki + size_t(h) * D, ly.k_norm.data(), D, cfg_.rms_eps);
+      }
+      rope(qi, H, D, positions[i], cfg_, rope_freqs_);
+      rope(ki, Hkv, D, positions[i], cfg_, rope_freqs_);
     }
     for (int i = 0; i < N; ++i) {
       for (int h = 0; h < H; ++h) {

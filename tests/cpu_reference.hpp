@@ -52,7 +52,7 @@ class CpuReference {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm, wq, wk, wv, bq, bk, bv, wo, ffn_norm, gate, up, down;
+    std::vector<float> attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, gate, up, down;
   };
   LlamaConfig cfg_;
   int cap_ = 0;
@@ -60,6 +60,7 @@ class CpuReference {
   std::vector<float> embd_;   // (V, C)
   std::vector<float> out_;    // (V, C); empty when tied
   std::vector<float> norm_;   // (C)
+  std::vector<float> rope_freqs_;  // (D/2), empty when the file has none
   std::vector<Layer> layers_;
   std::vector<float> kcache_, vcache_;  // (L, cap, Hkv*D)
 };

@@ -406,10 +406,12 @@ def prompt_mutants():
         d = json.loads(p.stdout)
         if len(d["tokens"]) != 4:
             fail(f"prompt {text[:10]!r} gave {len(d['tokens'])} tokens", 0, "")
+    # Every command that takes ids: generate, and the verifier-only logits and perplexity.
     for ids in ("256", "-1", "4294967296", "1 2 x", "99999999999999999999999", "0x10"):
-        rc, _, err = run(["generate", "-m", MODEL, "--tokens", ids, "-n", "2"])
-        if rc != 1 or "--tokens" not in err and "token id" not in err:
-            fail(f"--tokens {ids!r}", rc, err)
+        for cmd in (["generate", "-n", "2"], ["logits", "--out", os.devnull], ["perplexity", "--ctx", "4"]):
+            rc, _, err = run([cmd[0], "-m", MODEL, "--tokens", ids] + cmd[1:])
+            if rc != 1 or "--tokens" not in err and "token id" not in err:
+                fail(f"{cmd[0]} --tokens {ids!r}", rc, err)
 
 
 def main():

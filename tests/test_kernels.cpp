@@ -295,34 +295,73 @@ TEST_CASE_FIXTURE(VkTest, "rmsnorm, silu_mul, add, rope match the CPU reference"
       check_close(ab.read<float>(g.size()), ra, 0, 0, "add C=" + std::to_string(C));
     }
 
-  // rope: both pair conventions, partial rotation, positions per row from a buffer.
+  // rope: both pair conventions, partial rotation, positions per row from a buffer, with and
+  // without frequency factors (Llama 3 rope_freqs) and linear scaling.
   for (auto mode : {RopeMode::Pairs, RopeMode::Halves})
     for (uint32_t D : {8u, 16u, 64u})
-      for (uint32_t n_rot : {D, D / 2}) {
-        const uint32_t T = 7, H = 3, xs = H * D + 4;
-        auto x = random_floats(size_t(T) * xs, D + n_rot);
-        std::vector<int32_t> pos = {0, 5, 1, 900, 17, 3, 250, 2};
+      for (uint32_t n_rot : {D, D / 2})
+        for (int variant = 0; variant < 3; ++variant) {  // 0 plain, 1 factors, 2 factors + linear scale 1/4
+          const uint32_t T = 7, H = 3, xs = H * D + 4;
+          auto x = random_floats(size_t(T) * xs, D + n_rot);
+          std::vector<int32_t> pos = {0, 5, 1, 900, 17, 3, 250, 2};
+          std::vector<float> factors = random_floats(n_rot / 2, D * 7 + n_rot, 1.0f, 8.0f);
+          const float scale = variant == 2 ? 0.25f : 1.0f;
+          auto ref = x;
+          for (uint32_t t = 0; t < T; ++t)
+            for (uint32_t h = 0; h < H; ++h)
+              for (uint32_t i = 0; i < n_rot / 2; ++i) {
+                const size_t base = size_t(t) * xs + h * D;
+                const size_t a = mode == RopeMode::Pairs ? base + 2 * i : base + i;
+                const size_t b = mode == RopeMode::Pairs ? a + 1 : a + n_rot / 2;
+                const double ang = double(pos[t + 1]) * std::pow(10000.0, -double(2 * i) / n_rot) /
+                                   (variant ? factors[i] : 1.0) * scale;
+                ref[a] = float(x[a] * std::cos(ang) - x[b] * std::sin(ang));
+                ref[b] = float(x[a] * std::sin(ang) + x[b] * std::cos(ang));
+              }
+          Buffer xb(ctx, x.size() * 4), pb(ctx, pos.size() * 4), fb(ctx, factors.size() * 4);
+          xb.upload(x);
+          pb.upload(pos);
+          fb.upload(factors);
+          Sequence seq(ctx);
+          seq.begin();
+          rope(seq, Mat{&xb, 0, xs}, pb, 1, T, H, D, n_rot, {10000.0f, mode, scale, variant ? &fb : nullptr});
+          seq.run();
+          // Angles up to ~900 rad: f32 argument rounding dominates (900 * 6e-8 ≈ 5e-5).
+          check_close(xb.read<float>(x.size()), ref, 2e-4f, 1e-4f,
+                      std::string("rope ") + (mode == RopeMode::Pairs ? "pairs" : "halves") + " D=" + std::to_string(D) +
+                          " n_rot=" + std::to_string(n_rot) + " variant " + std::to_string(variant));
+        }
+}
+
+// Qwen3's q/k norm: every head of every row normalized in place with its own weight row, the
+// rest of the row (v, padding) untouched.
+TEST_CASE_FIXTURE(VkTest, "rmsnorm_heads normalizes each head in place and leaves the rest of the row") {
+  for (uint32_t D : {1u, 8u, 23u, 64u, 128u})
+    for (uint32_t heads : {1u, 3u, 6u})
+      for (uint32_t wg : {0u, 4u, 32u}) {
+        const uint32_t T = 5, xs = heads * D + 7, off = 3;
+        auto x = random_floats(size_t(off) + T * xs, D * 31 + heads, -3, 3);
+        auto w = random_floats(size_t(heads) * D, D + heads, 0.5f, 1.5f);
         auto ref = x;
         for (uint32_t t = 0; t < T; ++t)
-          for (uint32_t h = 0; h < H; ++h)
-            for (uint32_t i = 0; i < n_rot / 2; ++i) {
-              const size_t base = size_t(t) * xs + h * D;
-              const size_t a = mode == RopeMode::Pairs ? base + 2 * i : base + i;
-              const size_t b = mode == RopeMode::Pairs ? a + 1 : a + n_rot / 2;
-              const double ang = double(pos[t + 1]) * std::pow(10000.0, -double(2 * i) / n_rot);
-              ref[a] = float(x[a] * std::cos(ang) - x[b] * std::sin(ang));
-              ref[b] = float(x[a] * std::sin(ang) + x[b] * std::cos(ang));
-            }
-        Buffer xb(ctx, x.size() * 4), pb(ctx, pos.size() * 4);
+          for (uint32_t h = 0; h < heads; ++h) {
+            const size_t o = off + size_t(t) * xs + size_t(h) * D;
+            double ss = 0;
+            for (uint32_t d = 0; d < D; ++d) ss += double(x[o + d]) * x[o + d];
+            const double sc = 1.0 / std::sqrt(ss / D + 1e-6);
+            for (uint32_t d = 0; d < D; ++d) ref[o + d] = float(x[o + d] * sc * w[size_t(h) * D + d]);
+          }
+        Buffer xb(ctx, x.size() * 4), wb(ctx, w.size() * 4);
         xb.upload(x);
-        pb.upload(pos);
+        wb.upload(w);
+        KernelConfig cfg;
+        cfg.workgroup_size = wg;
         Sequence seq(ctx);
         seq.begin();
-        rope(seq, Mat{&xb, 0, xs}, pb, 1, T, H, D, n_rot, 10000.0f, mode);
+        rmsnorm_heads(seq, Mat{&xb, off, xs}, wb, T, heads, D, 1e-6f, cfg);
         seq.run();
-        // Angles up to ~900 rad: f32 argument rounding dominates (900 * 6e-8 ≈ 5e-5).
-        check_close(xb.read<float>(x.size()), ref, 2e-4f, 1e-4f,
-                    std::string("rope ") + (mode == RopeMode::Pairs ? "pairs" : "halves") + " D=" + std::to_string(D));
+        check_close(xb.read<float>(x.size()), ref, 1e-5f, 1e-5f,
+                    "rmsnorm_heads D=" + std::to_string(D) + " heads=" + std::to_string(heads) + " wg=" + std::to_string(wg));
       }
 }
 

@@ -79,12 +79,20 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     int C, H, Hkv, D, F, V, L;
     GgmlType type;
     bool tied, bias;
+    const char* arch;
+    bool rope_freqs = false;
+    float freq_scale = 1.0f;
   };
   const Shape shapes[] = {
-      {36, 3, 1, 12, 52, 101, 2, GgmlType::F32, true, false},   // odd sizes, GQA 3:1
-      {32, 4, 4, 8, 88, 67, 2, GgmlType::F16, false, false},    // no GQA, separate output
-      {64, 8, 2, 8, 96, 160, 2, GgmlType::Q8_0, true, true},    // q8_0, QKV bias (Qwen2-style)
-      {64, 4, 2, 16, 128, 96, 3, GgmlType::Q4_0, false, false}, // q4_0 converted to f16 at load
+      {36, 3, 1, 12, 52, 101, 2, GgmlType::F32, true, false, "llama"},   // odd sizes, GQA 3:1
+      {32, 4, 4, 8, 88, 67, 2, GgmlType::F16, false, false, "mistral"},  // no GQA, separate output
+      {64, 8, 2, 8, 96, 160, 2, GgmlType::Q8_0, true, true, "qwen2"},    // q8_0, QKV bias, NEOX RoPE
+      {64, 4, 2, 16, 128, 96, 3, GgmlType::Q4_0, false, false, "llama"}, // q4_0 converted to f16 at load
+      // Llama 3 frequency factors with linear scaling on top; Qwen3's per-head q/k norm with
+      // H*D != C; Phi-3's fused qkv and gate|up.
+      {48, 4, 2, 16, 80, 90, 2, GgmlType::F16, false, false, "llama", true, 0.25f},
+      {40, 6, 2, 12, 72, 83, 2, GgmlType::F32, true, false, "qwen3"},
+      {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3"},
   };
   int i = 0;
   for (const auto& s : shapes) {
@@ -92,12 +100,20 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     cfg.C = s.C, cfg.H = s.H, cfg.Hkv = s.Hkv, cfg.D = s.D, cfg.F = s.F, cfg.V = s.V, cfg.L = s.L, cfg.ctx = 128;
     cfg.tied_output = s.tied;
     cfg.qkv_bias = s.bias;
-    cfg.arch = s.bias ? "qwen2" : "llama";
+    cfg.arch = s.arch;
+    cfg.rope_freqs = s.rope_freqs;
+    cfg.rope_freq_scale = s.freq_scale;
     TempFile f("model" + std::to_string(i++) + ".gguf");
     write_random_llama(f.path, cfg, 1234 + i, s.type);
+    {
+      const LlamaConfig r = read_llama_config(GgufFile::open(f.path));
+      REQUIRE(r.rope_freqs == s.rope_freqs);
+      REQUIRE(r.rope_freq_scale == s.freq_scale);
+    }
     // Same weights on both sides, so only f32 summation order differs (2e-4), except q4_0, which
     // the device holds as f16 (one f16 rounding per dequantized weight: 3e-3).
-    compare_model(ctx, f.path, std::string("random ") + ggml_type_name(s.type), s.type == GgmlType::Q4_0 ? 3e-3f : 2e-4f);
+    compare_model(ctx, f.path, std::string("random ") + s.arch + " " + ggml_type_name(s.type),
+                  s.type == GgmlType::Q4_0 ? 3e-3f : 2e-4f);
   }
 }
 

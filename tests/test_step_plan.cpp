@@ -187,7 +187,7 @@ TEST_CASE_FIXTURE(VkTest, "dynamic scalars: embed, rope, attention, argmax, tree
     Sequence seq(ctx);
     seq.begin();
     embed(seq, emb, tb, tt, Mat{&x, 0, kvw}, T);
-    rope(seq, Mat{&x, 0, kvw}, RopePositions::run(tt), T, H, D, D, 10000.0f, RopeMode::Pairs);
+    rope(seq, Mat{&x, 0, kvw}, RopePositions::run(tt), T, H, D, D, RopeArgs{});
     AttentionArgs a;
     a.N = T, a.H = H, a.Hkv = H, a.D = D, a.t = tt, a.q = Mat{&x, 0, kvw}, a.o = Mat{&o, 0, kvw};
     a.k_cache = &kb, a.v_cache = &vb;

@@ -81,8 +81,10 @@ void add_llama_metadata(GgufWriter& w, const LlamaConfig& cfg, const std::string
 void add_placeholder_llama_vocab(GgufWriter& w, int V);
 
 // A random Llama model with the given shape: weights ~ U(-a, a) with a = 1/sqrt(fan_in) (norm
-// weights around 1), stored as `wtype` (norms always f32). cfg.tied_output and cfg.qkv_bias
-// select the optional tensors; cfg.arch names the architecture ("llama" or "qwen2").
+// weights around 1), stored as `wtype` (norms always f32). cfg.arch names the architecture and
+// brings its tensors (apply_arch_traits: fused qkv and gate|up for phi3, q/k norms for qwen3);
+// cfg.tied_output, cfg.qkv_bias, cfg.rope_freqs (random factors in 1..9), cfg.rope_freq_scale
+// (linear scaling keys) and cfg.sliding_window select the optional tensors and keys.
 GgufWriter random_llama(const LlamaConfig& cfg, uint64_t seed, GgmlType wtype);
 void write_random_llama(const std::string& path, const LlamaConfig& cfg, uint64_t seed, GgmlType wtype);
 

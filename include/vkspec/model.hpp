@@ -61,11 +61,17 @@ class LlamaModel {
   uint32_t kv_row_floats() const { return uint32_t(cfg_.Hkv * cfg_.D); }
   const DeviceWeight& embedding() const { return embd_; }
   const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
+  // The file's RoPE: pairing, base, linear scale and frequency factors (DESIGN.md §6).
+  RopeArgs rope_args() const {
+    return {cfg_.rope_theta, cfg_.rope_neox ? RopeMode::Halves : RopeMode::Pairs, cfg_.rope_freq_scale,
+            cfg_.rope_freqs ? &rope_freqs_ : nullptr};
+  }
   Context& context() const { return ctx_; }
 
  private:
   struct Layer {
     Buffer attn_norm, ffn_norm, qkv_bias;
+    Buffer qk_norm;     // (H + Hkv, D): q_norm per query head, then k_norm per kv head (Qwen3)
     DeviceWeight wqkv;  // (H*D + 2*Hkv*D, C): q, k, v rows stacked — one matmul
     DeviceWeight wo;    // (C, H*D)
     DeviceWeight wgu;   // (2F, C): gate rows then up rows
@@ -79,6 +85,7 @@ class LlamaModel {
   uint64_t weight_bytes_ = 0;
   DeviceWeight embd_, out_;
   Buffer out_norm_;
+  Buffer rope_freqs_;  // (D/2) when the file has rope_freqs.weight
   std::vector<Layer> layers_;
   // Scratch, (max_rows, ·) each.
   Buffer x_, xn_, qkv_, attn_, gu_, act_, hidden_, logits_;

@@ -9,19 +9,42 @@
 
 namespace vkspec {
 
+// One decoder for every architecture: what differs between them is data (DESIGN.md §6), filled
+// from the architecture's row of the table in model_config.cpp and from the file's keys.
 struct LlamaConfig {
   int C = 0, L = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0, ctx = 0;
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   bool tied_output = true;  // no output.weight: logits use token_embd.weight
-  bool qkv_bias = false;    // Qwen2-style attn_{q,k,v}.bias present
+  bool qkv_bias = false;    // attn_{q,k,v}.bias present (Qwen2; optional in llama)
   std::string arch = "llama";
+  // RoPE: angle_i(pos) = pos * rope_freq_scale * theta^(-2i/D) / rope_freqs[i].
+  bool rope_neox = false;        // rotate (i, i + D/2) (llama.cpp's NEOX type) instead of (2i, 2i+1)
+  float rope_freq_scale = 1.0f;  // linear scaling: 1 / <arch>.rope.scaling.factor
+  bool rope_freqs = false;       // rope_freqs.weight (D/2) present: Llama 3.x frequency factors
+  bool qk_norm = false;          // attn_q_norm / attn_k_norm (D): RMSNorm per head of q and k before RoPE (Qwen3)
+  bool fused_qkv = false;        // attn_qkv.weight holds q, k, v rows (Phi-3)
+  bool fused_gate_up = false;    // ffn_up.weight holds gate rows then up rows, no ffn_gate (Phi-3)
+  // <arch>.attention.sliding_window, 0 = none. Keys further back than this are invisible to a
+  // query, which only equals full attention while the KV capacity is at most the window: the
+  // model refuses a larger capacity (check_sliding_window).
+  uint32_t sliding_window = 0;
 };
 
-// Reads `general.architecture` (llama, qwen2 and a few Llama-shaped relatives) and the
-// `<arch>.*` keys, then validates every tensor's shape and presence. Throws vkspec::Error naming
-// the file and the key or tensor (with expected and found shapes).
+// Reads `general.architecture` (llama, mistral, qwen2, qwen3, phi3 and internlm2) and the
+// `<arch>.*` keys, then validates every tensor's shape and presence. Everything a file asks for
+// that this decoder does not compute — an unknown `<arch>.*` key (softcapping, YaRN or LongRoPE
+// scaling, experts, ...) or a tensor it would not read — is refused, never ignored. Throws
+// vkspec::Error naming the file and the key or tensor (with expected and found values).
 LlamaConfig read_llama_config(const GgufFile& f);
+
+// Sets the per-architecture switches (rope_neox, qk_norm, fused_*) for c.arch from the table the
+// reader uses, and clears qkv_bias where the architecture has none; false for an unknown arch.
+bool apply_arch_traits(LlamaConfig& c);
+
+// Throws naming `<arch>.attention.sliding_window` if a KV cache of `capacity` positions would let
+// a query see keys further back than the window (llama.cpp would mask them; vkspec does not).
+void check_sliding_window(const LlamaConfig& c, uint32_t capacity, const std::string& file);
 
 // Range checks shared by every reader of hyperparameters (the verifier's GGUF metadata, a draft
 // head's config.json). `where` names the file and the key ("<file>: metadata key 'x'"); each

@@ -100,8 +100,19 @@ void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn t
            KernelConfig cfg = {});
 // y(T, C) = x * rsqrt(mean(x^2) + eps) * w
 void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg = {});
+// In place, per head: x(T, heads, D) head h of every row = rmsnorm(head) * w(heads, D) row h
+// (Qwen3's q/k norm over the q and k heads of a qkv row, with q_norm repeated per query head).
+void rmsnorm_heads(Sequence& seq, Mat x, const Buffer& w, uint32_t T, uint32_t heads, uint32_t D, float eps,
+                   KernelConfig cfg = {});
 
-enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half
+enum class RopeMode : uint32_t { Pairs = 0, Halves = 1 };  // GGUF (2i, 2i+1) / HF rotate_half (llama.cpp NEOX)
+// Angle of pair i at position p: (p * theta^(-2i/n_rot) / factors[i]) * freq_scale.
+struct RopeArgs {
+  float theta = 10000.0f;                // base (rope.freq_base)
+  RopeMode mode = RopeMode::Pairs;
+  float freq_scale = 1.0f;               // linear scaling: 1 / rope.scaling.factor
+  const Buffer* factors = nullptr;       // (n_rot/2) f32 frequency factors (Llama 3 rope_freqs); nullptr = all 1
+};
 // Row t's position: table[offset + t] (when a table is given) + first + step * t.
 struct RopePositions {
   const Buffer* table = nullptr;
@@ -111,11 +122,12 @@ struct RopePositions {
   static RopePositions from_table(const Buffer& b, uint32_t off) { return {&b, off, 0u, 0}; }
   static RopePositions run(Dyn first, uint32_t step = 1) { return {nullptr, 0, first, step}; }
 };
+// x(T, H, D) rotated in place at positions `pos`; the first n_rot dims rotate.
 void rope(Sequence& seq, Mat x, const RopePositions& pos, uint32_t T, uint32_t H, uint32_t D, uint32_t n_rot,
-          float theta, RopeMode mode, KernelConfig cfg = {});
+          const RopeArgs& r, KernelConfig cfg = {});
 // x(T, H, D) rotated in place at positions pos[pos_offset + t]; the first n_rot dims rotate.
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
-          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg = {});
+          uint32_t n_rot, const RopeArgs& r, KernelConfig cfg = {});
 // Cache rows slot + r (r < N, kv floats each) of k_cache / v_cache = columns [k_col, k_col + kv) /
 // [v_col, v_col + kv) of src row r: the K and V of a qkv projection into place.
 void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,

@@ -20,11 +20,39 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
-void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
+void Session::open(Args& args) {
   const std::string model_path = args.get("m", args.get("model", ""));
   if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
+  ctx_len = uint32_t(args.get_uint("ctx", 0));
+  device = args.get("device", "");
+  // The file first: a broken model is refused before a device is created.
+  file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+}
+
+void Session::load_verifier(uint32_t max_rows) {
+  ContextOptions co;
+  co.device = device;
+  ctx = std::make_unique<Context>(co);
+  ModelOptions mo;
+  mo.context = ctx_len;
+  mo.max_rows = max_rows;
+  model = std::make_unique<LlamaModel>(*ctx, *file, mo);
+  // Allowed (a user may know the model extrapolates), but never silent: positions past the
+  // trained context are outside what the model has seen, and its output there is unreliable.
+  if (model->config().ctx > 0 && ctx_len > uint32_t(model->config().ctx))
+    std::fprintf(stderr, "warning: --ctx %u exceeds the model's trained context of %d tokens; output past it is unreliable\n",
+                 ctx_len, model->config().ctx);
+  if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
+    try {
+      tokenizer = Tokenizer::from_gguf(*file);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
+    }
+  }
+}
+
+void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   const std::string heads = args.get("heads", "");
-  const uint32_t ctx_len = uint32_t(args.get_uint("ctx", 0));
   engine.depth = uint32_t(args.get_uint("depth", 4));
   engine.topk = uint32_t(args.get_uint("topk", 4));
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
@@ -48,27 +76,15 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   so.repeat_penalty = float(args.get_double("repeat-penalty", 1));
   so.repeat_window = uint32_t(args.get_uint("repeat-window", 64));
   so.seed = args.get_uint("seed", 0, UINT64_MAX);
-  ContextOptions co;
-  co.device = args.get("device", "");
-  // The file first: a broken model is refused before a device is created.
-  file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+  open(args);
   // Top-k and depth next: the heads' rows per pass are sized from them. (Each budget is checked
   // by the engine of its run; bench and --budget auto report one that cannot run and go on.)
   if (!heads.empty()) check_draft_options(engine.topk, engine.depth, 1, uint32_t(read_llama_config(*file).V));
-  ctx = std::make_unique<Context>(co);
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
-  ModelOptions mo;
-  mo.context = ctx_len;
   // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
   const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));
   if (rows > UINT32_MAX) throw Error("--budget " + std::to_string(budget_max) + " is too large");
-  mo.max_rows = uint32_t(rows);
-  model = std::make_unique<LlamaModel>(*ctx, *file, mo);
-  // Allowed (a user may know the model extrapolates), but never silent: positions past the
-  // trained context are outside what the model has seen, and its output there is unreliable.
-  if (model->config().ctx > 0 && ctx_len > uint32_t(model->config().ctx))
-    std::fprintf(stderr, "warning: --ctx %u exceeds the model's trained context of %d tokens; output past it is unreliable\n",
-                 ctx_len, model->config().ctx);
+  load_verifier(uint32_t(rows));
   if (!heads.empty()) {
     auto parts = split_list(heads, ',');
     if (parts.empty() || parts.size() > 2)
@@ -77,13 +93,6 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     const uint32_t rows = std::max<uint32_t>({model->max_rows(), engine.topk, engine.depth + 1});
     head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);
     if (parts.size() == 2) head2 = std::make_unique<EagleHead>(*ctx, parts[1], *model, model->capacity(), rows);
-  }
-  if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
-    try {
-      tokenizer = Tokenizer::from_gguf(*file);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
-    }
   }
 }
 

@@ -22,11 +22,18 @@ struct Session {
   std::optional<Tokenizer> tokenizer;
   EngineOptions engine;
   uint32_t budget_max = 0;  // largest budget the session's buffers must serve
+  uint32_t ctx_len = 0;     // --ctx (0: the model's default capacity)
+  std::string device;       // --device
 
   // Reads -m, --heads, --ctx, --depth, --topk, --budget, --device, --strategy and the sampling
   // options --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed from args.
   // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
   void load(Args& args, const std::vector<uint32_t>& budgets);
+  // The verifier alone, in two steps: open() reads -m, --ctx, --device and the GGUF (a broken
+  // file is refused before a device exists); load_verifier() makes the device, the model with
+  // `max_rows` rows per pass, and the tokenizer when the file has one.
+  void open(Args& args);
+  void load_verifier(uint32_t max_rows);
   std::vector<uint32_t> parse_tokens(const std::string& ids) const;  // "1 2 3" or "1,2,3"
   std::vector<uint32_t> encode(const std::string& text) const;       // needs the GGUF tokenizer
   std::string decode(const std::vector<uint32_t>& ids) const;

@@ -213,7 +213,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   // The decoder layer, without input_layernorm (EAGLE's layer 0).
   matmul(seq, wqkv_, x, qkv, N);
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
-  rope(seq, qkv, pos, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Halves);  // HF layout
+  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg_.rope_theta, RopeMode::Halves});  // HF layout
   kv_write(seq, qkv, HD, HD + KV, N, KV, k_, v_, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;

@@ -256,6 +256,11 @@ void add_llama_metadata(GgufWriter& w, const LlamaConfig& c, const std::string& 
     w.add_u32(p + "attention.value_length", uint32_t(c.D));
   }
   w.add_f32(p + "rope.freq_base", c.rope_theta);
+  if (c.rope_freq_scale != 1.0f) {
+    w.add_string(p + "rope.scaling.type", "linear");
+    w.add_f32(p + "rope.scaling.factor", 1.0f / c.rope_freq_scale);
+  }
+  if (c.sliding_window) w.add_u32(p + "attention.sliding_window", c.sliding_window);
   w.add_f32(p + "attention.layer_norm_rms_epsilon", c.rms_eps);
   w.add_u32(p + "vocab_size", uint32_t(c.V));
   w.add_u32("general.file_type", 0);
@@ -306,7 +311,9 @@ struct Rng {
 };
 }  // namespace
 
-GgufWriter random_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtype) {
+GgufWriter random_llama(const LlamaConfig& cfg, uint64_t seed, GgmlType wtype) {
+  LlamaConfig c = cfg;
+  if (!apply_arch_traits(c)) throw Error("random_llama: unknown architecture '" + c.arch + "'");
   GgufWriter w;
   add_llama_metadata(w, c, "vkspec-random");
   // general.file_type: 0 all f32, 1 mostly f16, 7 mostly q8_0, 2 mostly q4_0 (llama_ftype).
@@ -337,11 +344,24 @@ GgufWriter random_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtype) {
     for (float& v : e) v = rng.uniform(1.0f);
     w.add_tensor_f32("token_embd.weight", {C, uint64_t(c.V)}, e, wt(C));
   }
+  if (c.rope_freqs) {  // Llama 3 style frequency factors: 1 for fast rotations up to 8 for slow ones
+    std::vector<float> ff(size_t(c.D) / 2);
+    for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 7.0f * float(i) / float(ff.size()) + rng.uniform(0.5f) + 0.5f;
+    w.add_tensor_f32("rope_freqs.weight", {ff.size()}, ff, GgmlType::F32);
+  }
   for (int l = 0; l < c.L; ++l) {
     vec(blk_name(l, "attn_norm.weight"), C, 1.0f, 0.2f);
-    mat(blk_name(l, "attn_q.weight"), C, QD, wt(C));
-    mat(blk_name(l, "attn_k.weight"), C, KVD, wt(C));
-    mat(blk_name(l, "attn_v.weight"), C, KVD, wt(C));
+    if (c.fused_qkv) {
+      mat(blk_name(l, "attn_qkv.weight"), C, QD + 2 * KVD, wt(C));
+    } else {
+      mat(blk_name(l, "attn_q.weight"), C, QD, wt(C));
+      mat(blk_name(l, "attn_k.weight"), C, KVD, wt(C));
+      mat(blk_name(l, "attn_v.weight"), C, KVD, wt(C));
+    }
+    if (c.qk_norm) {
+      vec(blk_name(l, "attn_q_norm.weight"), uint64_t(c.D), 1.0f, 0.2f);
+      vec(blk_name(l, "attn_k_norm.weight"), uint64_t(c.D), 1.0f, 0.2f);
+    }
     if (c.qkv_bias) {
       vec(blk_name(l, "attn_q.bias"), QD, 0.0f, 0.1f);
       vec(blk_name(l, "attn_k.bias"), KVD, 0.0f, 0.1f);
@@ -349,8 +369,12 @@ GgufWriter random_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtype) {
     }
     mat(blk_name(l, "attn_output.weight"), QD, C, wt(QD));
     vec(blk_name(l, "ffn_norm.weight"), C, 1.0f, 0.2f);
-    mat(blk_name(l, "ffn_gate.weight"), C, F, wt(C));
-    mat(blk_name(l, "ffn_up.weight"), C, F, wt(C));
+    if (c.fused_gate_up) {
+      mat(blk_name(l, "ffn_up.weight"), C, 2 * F, wt(C));
+    } else {
+      mat(blk_name(l, "ffn_gate.weight"), C, F, wt(C));
+      mat(blk_name(l, "ffn_up.weight"), C, F, wt(C));
+    }
     mat(blk_name(l, "ffn_down.weight"), F, C, wt(F));
   }
   vec("output_norm.weight", C, 1.0f, 0.2f);

@@ -1,5 +1,6 @@
 // The verifier forward on Vulkan. Per layer (10 dispatches + 1 copy, whatever N):
-//   rmsnorm → qkv matmul (+bias) → rope on q and k together → copy k, v rows into the cache →
+//   rmsnorm → qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k together →
+//   copy k, v rows into the cache →
 //   tree/causal attention → o matmul accumulating into the residual → rmsnorm →
 //   gate|up matmul → silu·mul → down matmul accumulating into the residual.
 // Every kernel is batch-invariant, so a row's logits do not depend on N.
@@ -82,6 +83,7 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     f.fail("head width " + std::to_string(cfg_.D) + " exceeds the attention kernel's maximum of " +
            std::to_string(kAttentionMaxHeadDim));
   cap_ = opts.context ? opts.context : uint32_t(std::min(cfg_.ctx > 0 ? cfg_.ctx : 2048, 2048));
+  check_sliding_window(cfg_, cap_, f.path());
   max_rows_ = std::max<uint32_t>(1, opts.max_rows);
   check_device_fits(ctx, f);
   if (opts.check_finite)
@@ -91,6 +93,15 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
   if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
   out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight")));
+  if (cfg_.rope_freqs) {
+    // The angle is divided by each factor: zero, negative (or NaN) factors are no frequencies.
+    const std::vector<float> ff = f32_of(f.require_tensor("rope_freqs.weight"));
+    for (size_t i = 0; i < ff.size(); ++i)
+      if (!(ff[i] > 0.0f))
+        f.fail("tensor 'rope_freqs.weight': element " + std::to_string(i) + " is " + std::to_string(ff[i]) +
+               ", expected a positive frequency factor");
+    rope_freqs_ = upload_f32(ctx, ff);
+  }
   weight_bytes_ = embd_.bytes() + out_.bytes();
 
   const uint32_t kv = kv_row_floats();
@@ -99,7 +110,15 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     auto T = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
     L.attn_norm = upload_f32(ctx, f32_of(T("attn_norm.weight")));
     L.ffn_norm = upload_f32(ctx, f32_of(T("ffn_norm.weight")));
-    L.wqkv = upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path);
+    L.wqkv = cfg_.fused_qkv ? upload_gguf_weight(ctx, {&T("attn_qkv.weight")}, path)
+                            : upload_gguf_weight(ctx, {&T("attn_q.weight"), &T("attn_k.weight"), &T("attn_v.weight")}, path);
+    if (cfg_.qk_norm) {
+      // One weight row per head of a qkv row: q_norm for each query head, then k_norm for each kv head.
+      const std::vector<float> qn = f32_of(T("attn_q_norm.weight")), kn = f32_of(T("attn_k_norm.weight"));
+      std::vector<float> w;
+      for (int h = 0; h < cfg_.H + cfg_.Hkv; ++h) w.insert(w.end(), h < cfg_.H ? qn.begin() : kn.begin(), h < cfg_.H ? qn.end() : kn.end());
+      L.qk_norm = upload_f32(ctx, w);
+    }
     if (cfg_.qkv_bias) {
       std::vector<float> b = f32_of(T("attn_q.bias"));
       for (const char* s : {"attn_k.bias", "attn_v.bias"}) {
@@ -109,7 +128,9 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
       L.qkv_bias = upload_f32(ctx, b);
     }
     L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path);
-    L.wgu = upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
+    // Phi-3's ffn_up already is gate rows then up rows, the layout of wgu.
+    L.wgu = cfg_.fused_gate_up ? upload_gguf_weight(ctx, {&T("ffn_up.weight")}, path)
+                               : upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
     L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
     weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
@@ -178,8 +199,10 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     MatmulArgs qa;
     qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
     matmul(seq, L.wqkv, xn, qkv, N, qa);
-    // q and k are adjacent in each qkv row: rotate them as H + Hkv heads of width D in one pass.
-    rope(seq, qkv, pos, N, H + Hkv, D, D, cfg_.rope_theta, RopeMode::Pairs);
+    // q and k are adjacent in each qkv row: normalize (Qwen3) and rotate them as H + Hkv heads
+    // of width D, one pass each.
+    if (cfg_.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg_.rms_eps);
+    rope(seq, qkv, pos, N, H + Hkv, D, D, rope_args());
     // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
     kv_write(seq, qkv, HD, HD + kv, N, kv, L.k, L.v, a.t);
     AttentionArgs at;

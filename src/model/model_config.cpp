@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <unordered_set>
 
 namespace vkspec {
 
@@ -69,18 +70,123 @@ void expect_shape(const GgufFile& f, const GgufTensor& t, std::initializer_list<
 
 }  // namespace
 
+// ---- architectures -----------------------------------------------------------------------------
+
+namespace {
+
+// What each architecture asks of the one decoder (llama.cpp's llama_model_rope_type and its
+// build_* functions for these names). Anything else is refused by name.
+struct ArchTraits {
+  const char* name;
+  bool neox;         // rotate-half RoPE: llama.cpp's converter permutes q/k rows only for llama-family files
+  bool qk_norm;      // attn_q_norm / attn_k_norm in every layer
+  bool fused;        // attn_qkv and ffn_up = gate|up instead of attn_q/k/v and ffn_gate + ffn_up
+  bool bias_allowed; // attn_{q,k,v}.bias may be present (all or none)
+};
+constexpr ArchTraits kArchs[] = {
+    {"llama", false, false, false, true},
+    {"mistral", false, false, false, true},
+    {"internlm2", false, false, false, true},  // converted by llama.cpp into llama's layout
+    {"qwen2", true, false, false, true},
+    {"qwen3", true, true, false, false},
+    {"phi3", true, false, true, false},
+};
+
+const ArchTraits* find_arch(const std::string& name) {
+  for (const ArchTraits& a : kArchs)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// `<arch>.` keys this decoder reads (the rest of the file's `<arch>.*` keys are refused).
+constexpr const char* kKnownKeys[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+    "attention.layer_norm_rms_epsilon", "attention.sliding_window", "rope.dimension_count", "rope.freq_base",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
+    // Descriptive only: the context a scaled model was trained at, and whether it was fine-tuned
+    // after scaling. Neither changes a linear-scaled computation.
+    "rope.scaling.original_context_length", "rope.scaling.finetuned",
+    "expert_count", "expert_used_count",  // written as 0 by some dense-model converters
+};
+
+// Why a known-but-unimplemented key family is refused (the message names the key either way).
+std::string unimplemented_key_reason(std::string_view sub) {
+  if (sub.find("softcapping") != std::string_view::npos) return "logit softcapping is not implemented";
+  if (sub.rfind("rope.scaling.", 0) == 0) return "this RoPE scaling (YaRN, LongRoPE, ...) is not implemented";
+  if (sub.rfind("ssm.", 0) == 0 || sub.rfind("wkv.", 0) == 0) return "recurrent layers are not implemented";
+  return "vkspec's decoder does not implement what it asks for and would compute another model";
+}
+
+// The RoPE scaling keys: linear scaling (llama.cpp's default type) and none; YaRN, LongRoPE or
+// any other type is refused. llama.cpp applies the factor whatever the type says: so do we.
+void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) {
+  const std::string type_key = p + "rope.scaling.type";
+  const std::string type(f.get_string(type_key, "linear"));
+  if (type != "linear" && type != "none")
+    f.fail("metadata key '" + type_key + "': RoPE scaling '" + type +
+           "' is not implemented (vkspec computes 'linear' and 'none' scaling, and Llama 3 frequency factors "
+           "from rope_freqs.weight)");
+  std::string factor_key = p + "rope.scaling.factor";
+  if (!f.has(factor_key) && f.has(p + "rope.scale_linear")) factor_key = p + "rope.scale_linear";  // older name
+  if (f.has(factor_key)) {
+    const float factor = f.get_f32(factor_key);
+    // 0 means "unset" to llama.cpp (scale 1); negative, NaN or Inf is no factor at all.
+    if (!(factor >= 0.0f) || !std::isfinite(factor))
+      f.fail("metadata key '" + factor_key + "': expected a positive RoPE scaling factor, found " + number_str(factor));
+    c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+  }
+  const std::string attn_key = p + "rope.scaling.attn_factor";
+  if (f.has(attn_key) && f.get_f32(attn_key) != 1.0f)
+    f.fail("metadata key '" + attn_key + "': a RoPE attention factor of " + number_str(f.get_f32(attn_key)) +
+           " is not implemented (only 1)");
+  for (const char* k : {"expert_count", "expert_used_count"})
+    if (f.has(p + k) && f.get_u32(p + k) != 0)
+      f.fail("metadata key '" + p + k + "': mixture-of-experts layers are not implemented");
+}
+
+// Every `<arch>.*` key must be one the decoder reads; an unknown one would be silently ignored.
+void refuse_unknown_keys(const GgufFile& f, const std::string& p) {
+  for (const auto& [key, value] : f.metadata()) {
+    if (key.rfind(p, 0) != 0) continue;
+    const std::string_view sub = key.substr(p.size());
+    bool known = false;
+    for (const char* k : kKnownKeys) known = known || sub == k;
+    if (!known) f.fail("metadata key '" + std::string(key) + "': " + unimplemented_key_reason(sub));
+  }
+}
+
+}  // namespace
+
+bool apply_arch_traits(LlamaConfig& c) {
+  const ArchTraits* a = find_arch(c.arch);
+  if (!a) return false;
+  c.rope_neox = a->neox;
+  c.qk_norm = a->qk_norm;
+  c.fused_qkv = c.fused_gate_up = a->fused;
+  if (!a->bias_allowed) c.qkv_bias = false;
+  return true;
+}
+
+void check_sliding_window(const LlamaConfig& c, uint32_t capacity, const std::string& file) {
+  // A query at position p sees keys at p - d for d < window (llama.cpp's SWA mask); with every
+  // position below the capacity, d <= capacity - 1 < window whenever capacity <= window.
+  if (c.sliding_window != 0 && capacity > c.sliding_window)
+    throw Error(file + ": metadata key '" + c.arch + ".attention.sliding_window': a sliding window of " +
+                std::to_string(c.sliding_window) + " tokens is not implemented, and a context of " +
+                std::to_string(capacity) + " would reach past it; use --ctx " + std::to_string(c.sliding_window) +
+                " or less");
+}
+
 LlamaConfig read_llama_config(const GgufFile& f) {
   LlamaConfig c;
   c.arch = std::string(f.get_string("general.architecture"));
-  // Architectures whose tensors and math are the Llama decoder (optional qkv bias included).
-  static const char* kLlamaLike[] = {"llama", "qwen2", "mistral", "internlm2"};
-  bool known = false;
-  for (const char* a : kLlamaLike) known = known || c.arch == a;
-  if (!known)
-    f.fail("metadata key 'general.architecture': expected a Llama-family architecture (llama, qwen2, "
-           "mistral), found '" + c.arch + "'");
+  if (!apply_arch_traits(c))
+    f.fail("metadata key 'general.architecture': '" + c.arch +
+           "' is not implemented (vkspec runs llama, mistral, qwen2, qwen3, phi3, internlm2)");
 
   const std::string p = c.arch + ".";
+  refuse_unknown_keys(f, p);
   auto req = [&](const char* k) { return positive_int(f, p + k, f.get_u32(p + k)); };
   c.C = req("embedding_length");
   c.L = req("block_count");
@@ -110,8 +216,10 @@ LlamaConfig read_llama_config(const GgufFile& f) {
            " (the head width; partial rotary is not supported), found " + std::to_string(rot));
   c.rope_theta = check_rope_theta(f.get_f32(p + "rope.freq_base", 10000.0f),
                                   f.path() + ": metadata key '" + p + "rope.freq_base'");
+  read_rope_scaling(f, p, c);
   c.rms_eps = check_rms_eps(f.get_f32(p + "attention.layer_norm_rms_epsilon"),
                             f.path() + ": metadata key '" + p + "attention.layer_norm_rms_epsilon'");
+  c.sliding_window = f.get_u32(p + "attention.sliding_window", 0);
 
   // Vocab size: explicit key, else the embedding's rows, else the tokenizer's token list.
   const GgufTensor& emb = f.require_tensor("token_embd.weight");
@@ -141,43 +249,76 @@ LlamaConfig read_llama_config(const GgufFile& f) {
            " tokens, but the model's vocabulary (" + v_source + ") has " + std::to_string(c.V) +
            ": token ids would not match embedding rows");
 
-  const uint64_t C = uint64_t(c.C), F = uint64_t(c.F), V = uint64_t(c.V);
-  const uint64_t QD = uint64_t(c.H) * uint64_t(c.D), KVD = uint64_t(c.Hkv) * uint64_t(c.D);
+  const uint64_t C = uint64_t(c.C), F = uint64_t(c.F), V = uint64_t(c.V), D = uint64_t(c.D);
+  const uint64_t QD = uint64_t(c.H) * D, KVD = uint64_t(c.Hkv) * D;
   // The forward sizes its rows in 32-bit ints (q|k|v rows, gate|up rows): keep them exact.
   constexpr uint64_t kMaxRow = uint64_t(std::numeric_limits<int32_t>::max());
   if (QD + 2 * KVD > kMaxRow || 2 * F > kMaxRow)
     f.fail("rows too wide: H*D + 2*Hkv*D = " + std::to_string(QD + 2 * KVD) + " and 2*F = " + std::to_string(2 * F) +
            " must each be at most " + std::to_string(kMaxRow));
+  // Every tensor of the file must be one this decoder reads: llama.cpp refuses a file with
+  // tensors its architecture does not create, and an unread tensor (an output bias, LongRoPE
+  // factors, a post-norm) would mean computing a different model.
+  std::unordered_set<std::string> used = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
   expect_shape(f, emb, {C, V});
   expect_shape(f, f.require_tensor("output_norm.weight"), {C});
   if (const GgufTensor* out = f.tensor("output.weight")) {
     expect_shape(f, *out, {C, V});
     c.tied_output = false;
   }
-  c.qkv_bias = f.tensor(blk_name(0, "attn_q.bias")) != nullptr;
+  if (const GgufTensor* rf = f.tensor("rope_freqs.weight")) {
+    expect_shape(f, *rf, {D / 2});
+    c.rope_freqs = true;
+  }
+  const bool bias_allowed = find_arch(c.arch)->bias_allowed;
+  c.qkv_bias = bias_allowed && f.tensor(blk_name(0, "attn_q.bias")) != nullptr;
   for (int l = 0; l < c.L; ++l) {
-    auto t = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
+    auto t = [&](const char* s) -> const GgufTensor& {
+      const std::string name = blk_name(l, s);
+      used.insert(name);
+      return f.require_tensor(name);
+    };
     expect_shape(f, t("attn_norm.weight"), {C});
-    expect_shape(f, t("attn_q.weight"), {C, QD});
-    expect_shape(f, t("attn_k.weight"), {C, KVD});
-    expect_shape(f, t("attn_v.weight"), {C, KVD});
+    if (c.fused_qkv) {
+      expect_shape(f, t("attn_qkv.weight"), {C, QD + 2 * KVD});
+    } else {
+      expect_shape(f, t("attn_q.weight"), {C, QD});
+      expect_shape(f, t("attn_k.weight"), {C, KVD});
+      expect_shape(f, t("attn_v.weight"), {C, KVD});
+    }
+    if (c.qk_norm) {
+      expect_shape(f, t("attn_q_norm.weight"), {D});
+      expect_shape(f, t("attn_k_norm.weight"), {D});
+    }
     expect_shape(f, t("attn_output.weight"), {QD, C});
     expect_shape(f, t("ffn_norm.weight"), {C});
-    expect_shape(f, t("ffn_gate.weight"), {C, F});
-    expect_shape(f, t("ffn_up.weight"), {C, F});
+    if (c.fused_gate_up) {
+      expect_shape(f, t("ffn_up.weight"), {C, 2 * F});
+    } else {
+      expect_shape(f, t("ffn_gate.weight"), {C, F});
+      expect_shape(f, t("ffn_up.weight"), {C, F});
+    }
     expect_shape(f, t("ffn_down.weight"), {F, C});
     // Biases come as a set: all three or none, in every layer.
     const char* bias[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
     const uint64_t bias_len[] = {QD, KVD, KVD};
-    for (int b = 0; b < 3; ++b) {
+    for (int b = 0; b < 3 && bias_allowed; ++b) {
       const GgufTensor* bt = f.tensor(blk_name(l, bias[b]));
       if ((bt != nullptr) != c.qkv_bias)
         f.fail("tensor '" + blk_name(l, bias[b]) + "': " + (c.qkv_bias ? "missing" : "unexpected") +
                " (q/k/v biases must be present in every layer or in none; blk.0.attn_q.bias is " +
                (c.qkv_bias ? "present)" : "absent)"));
-      if (bt) expect_shape(f, *bt, {bias_len[b]});
+      if (bt) {
+        expect_shape(f, *bt, {bias_len[b]});
+        used.insert(blk_name(l, bias[b]));
+      }
     }
   }
+  for (const GgufTensor& t : f.tensors())
+    if (!used.count(std::string(t.name)))
+      f.fail("tensor '" + std::string(t.name) + "' is not part of vkspec's " + c.arch + " decoder" +
+             (t.name.rfind("rope_factors", 0) == 0 ? " (LongRoPE frequency factors are not implemented)"
+                                                  : " (it would be ignored, computing another model)"));
   return c;
 }
 

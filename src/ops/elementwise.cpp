@@ -15,39 +15,61 @@ uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t pr
   return wg;
 }
 
-void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg) {
-  struct Push {
-    uint32_t C, x_offset, x_stride, y_offset, y_stride;
-    float eps;
-  } push{C, x.offset, x.stride, y.offset, y.stride, eps};
-  static_assert(sizeof(Push) == 24);
+namespace {
+struct RmsnormPush {
+  uint32_t C, x_offset, x_stride, y_offset, y_stride;
+  float eps;
+  uint32_t sub, sub_stride, w_stride;  // sub-rows per row (heads), their stride and their weight rows' stride
+};
+static_assert(sizeof(RmsnormPush) == 36);
+
+void rmsnorm_dispatch(Sequence& seq, const Buffer& xb, const Buffer& w, const Buffer& yb, const RmsnormPush& push,
+                      uint32_t rows, const KernelConfig& cfg) {
   // One subgroup per row where barriers are what costs (its reduction's barriers then have
   // nothing to wait for): ~85 -> ~50 us per dispatch on lavapipe, where rows are short.
   const DeviceCaps& caps = seq.context().caps();
   const uint32_t wg = caps.quirks.single_subgroup_kernels ? caps.subgroup_size : 64;
-  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(Push), cfg, wg);
-  seq.dispatch(p, {x.in(), in(w), y.out()}, push, T, 1, 1, "rmsnorm");
+  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(RmsnormPush), cfg, wg);
+  seq.dispatch(p, {in(xb), in(w), out(yb)}, push, rows, 1, 1, "rmsnorm");
+}
+}  // namespace
+
+void rmsnorm(Sequence& seq, Mat x, const Buffer& w, Mat y, uint32_t T, uint32_t C, float eps, KernelConfig cfg) {
+  rmsnorm_dispatch(seq, *x.buf, w, *y.buf, {C, x.offset, x.stride, y.offset, y.stride, eps, 1, 0, 0}, T, cfg);
+}
+
+void rmsnorm_heads(Sequence& seq, Mat x, const Buffer& w, uint32_t T, uint32_t heads, uint32_t D, float eps,
+                   KernelConfig cfg) {
+  rmsnorm_dispatch(seq, *x.buf, w, *x.buf, {D, x.offset, x.stride, x.offset, x.stride, eps, heads, D, D}, T * heads,
+                   cfg);
 }
 
 void rope(Sequence& seq, Mat x, const RopePositions& pos, uint32_t T, uint32_t H, uint32_t D, uint32_t n_rot,
-          float theta, RopeMode mode, KernelConfig cfg) {
+          const RopeArgs& r, KernelConfig cfg) {
   assert(n_rot % 2 == 0 && n_rot <= D);
   struct Push {
     uint32_t T, H, D, n_rot, x_offset, x_stride, pos_offset, mode;
-    float theta;
-    uint32_t has_table, first, first_slot, step;
-  } push{T,     H, D, n_rot, x.offset, x.stride, pos.offset, uint32_t(mode), theta, pos.table ? 1u : 0u,
-         pos.first.base, pos.first.slot, pos.step};
-  static_assert(sizeof(Push) == 52);
-  const Pipeline& p = simple_pipeline(seq.context(), "rope", 3, sizeof(Push), cfg);
-  const Buffer& table = pos.table ? *pos.table : *x.buf;  // bound but unread without a table
-  seq.dispatch(p, {x.out(), in(table), pos.first.binding(table)}, push,
+    float theta, freq_scale;
+    uint32_t has_factors, has_table, first, first_slot, step;
+  } push{T,         H,
+         D,         n_rot,
+         x.offset,  x.stride,
+         pos.offset, uint32_t(r.mode),
+         r.theta,   r.freq_scale,
+         r.factors != nullptr, pos.table != nullptr,
+         pos.first.base, pos.first.slot,
+         pos.step};
+  static_assert(sizeof(Push) == 60);
+  const Pipeline& p = simple_pipeline(seq.context(), "rope", 4, sizeof(Push), cfg);
+  // Bound but never read: the table without one, the factors without them.
+  const Buffer& table = pos.table ? *pos.table : *x.buf;
+  seq.dispatch(p, {x.out(), in(table), in(r.factors ? *r.factors : table), pos.first.binding(table)}, push,
                groups(uint64_t(T) * H * (n_rot / 2), wg_of(p)), 1, 1, "rope");
 }
 
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
-          uint32_t n_rot, float theta, RopeMode mode, KernelConfig cfg) {
-  rope(seq, x, RopePositions::from_table(pos, pos_offset), T, H, D, n_rot, theta, mode, cfg);
+          uint32_t n_rot, const RopeArgs& r, KernelConfig cfg) {
+  rope(seq, x, RopePositions::from_table(pos, pos_offset), T, H, D, n_rot, r, cfg);
 }
 
 void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,

@@ -1,0 +1,119 @@
+// `vkspec logits` and `vkspec perplexity`: the verifier alone over a token sequence, the tools
+// people use to judge a (quantized) file against llama.cpp or against another file.
+#include <bit>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/session.hpp"
+#include "vkspec/score.hpp"
+
+namespace vkspec::cli {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "logits files are written as little-endian f32");
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + std::string(what) + " " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The sequence to score, from exactly one of --tokens IDS, --tokens-file FILE (ids separated by
+// spaces, commas or newlines), --text TEXT / -p TEXT, -f FILE (text, through the GGUF's
+// tokenizer, BOS as its metadata says).
+struct TokenSource {
+  std::string ids, ids_file, text, text_file;
+  explicit TokenSource(Args& a)
+      : ids(a.get("tokens", "")), ids_file(a.get("tokens-file", "")), text(a.get("text", a.get("p", ""))),
+        text_file(a.get("f", a.get("file", ""))) {
+    const int given = !ids.empty() + !ids_file.empty() + !text.empty() + !text_file.empty();
+    if (given != 1)
+      throw Error("give exactly one of --tokens IDS, --tokens-file FILE, --text TEXT, -f TEXT_FILE (got " +
+                  std::to_string(given) + ")");
+  }
+  std::vector<uint32_t> tokens(const Session& s) const {
+    if (!ids.empty()) return s.parse_tokens(ids);
+    if (!ids_file.empty()) return s.parse_tokens(read_file(ids_file, "token file"));
+    return s.encode(text.empty() ? read_file(text_file, "text file") : text);
+  }
+};
+
+int run_logits(const std::vector<std::string>& argv) {
+  Args args(argv);
+  const TokenSource src(args);
+  const std::string out_path = args.get("out", args.get("o", ""));
+  if (out_path.empty()) throw Error("no output file: --out LOGITS.f32");
+  Session s;
+  s.open(args);
+  args.reject_unknown();
+  s.load_verifier(64);
+  const std::vector<uint32_t> ids = src.tokens(s);
+  if (ids.empty()) throw Error("no tokens to run");
+  std::FILE* fp = std::fopen(out_path.c_str(), "wb");
+  if (!fp) throw Error("cannot write " + out_path);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(fp, &std::fclose);
+  ChainRunner run(*s.model);
+  // Row by row, so a long sequence over a large vocabulary never needs T*V floats of memory.
+  run.run(ids, 0, [&](uint32_t, std::span<const float> row) {
+    if (std::fwrite(row.data(), 4, row.size(), out.get()) != row.size()) throw Error("short write to " + out_path);
+  });
+  if (std::fclose(out.release()) != 0) throw Error("error closing " + out_path);
+  std::fprintf(stderr, "wrote the logits of %zu positions x %d vocabulary entries (f32, little-endian, row-major) to %s\n",
+               ids.size(), s.model->config().V, out_path.c_str());
+  return 0;
+}
+
+int run_perplexity(const std::vector<std::string>& argv) {
+  Args args(argv);
+  const TokenSource src(args);
+  const bool json = args.flag("json");
+  Session s;
+  s.open(args);
+  args.reject_unknown();
+  // The window is the context of each evaluation: --ctx, else llama-perplexity's default 512
+  // (or the model's context if shorter).
+  if (s.ctx_len == 0) s.ctx_len = uint32_t(std::min(512, read_llama_config(*s.file).ctx));
+  s.load_verifier(64);
+  const std::vector<uint32_t> ids = src.tokens(s);
+  PerplexityOptions po;
+  po.window = s.model->capacity();
+  // llama.cpp puts BOS first in every window when the vocabulary adds one.
+  po.bos = s.tokenizer && s.tokenizer->add_bos() ? int32_t(s.tokenizer->bos()) : -1;
+  const uint32_t n_windows = uint32_t(ids.size() / std::max<uint32_t>(po.window, 1));
+  std::fprintf(stderr, "perplexity: %zu tokens, %u windows of %u (second half of each scored)%s\n", ids.size(), n_windows,
+               po.window, po.bos >= 0 ? ", BOS first in each window" : "");
+  const PerplexityResult r = perplexity(*s.model, ids, po, [&](uint32_t w, const PerplexityResult& so_far) {
+    std::fprintf(stderr, "[%u/%u] PPL %.4f, %.1f tokens/s\n", w, n_windows, so_far.ppl, so_far.tokens_per_s);
+  });
+  if (json) {
+    const nlohmann::json j = {{"tokens", ids.size()},      {"window", po.window},         {"windows", r.windows},
+                              {"scored", r.scored},        {"mean_nll", r.mean_nll},      {"ppl", r.ppl},
+                              {"seconds", r.seconds},      {"tokens_per_s", r.tokens_per_s}, {"device", s.ctx->caps().name},
+                              {"bos", po.bos}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("PPL = %.4f (mean NLL %.6f over %llu scored tokens, %u windows of %u), %.1f tokens/s on %s\n", r.ppl,
+                r.mean_nll, static_cast<unsigned long long>(r.scored), r.windows, po.window, r.tokens_per_s,
+                s.ctx->caps().name.c_str());
+  }
+  return 0;
+}
+
+const RegisterCommand reg_logits{
+    "logits",
+    "every position's logits: -m MODEL.gguf (--tokens IDS | --tokens-file F | --text T | -f FILE) --out F.f32 [--ctx N]",
+    run_logits};
+const RegisterCommand reg_ppl{
+    "perplexity",
+    "perplexity as llama-perplexity: -m MODEL.gguf (-f TEXT_FILE | --text T | --tokens IDS | --tokens-file F) [--ctx N] [--json]",
+    run_perplexity};
+
+}  // namespace
+
+}  // namespace vkspec::cli
