@@ -128,10 +128,11 @@ TORCH_STORAGE = {"F32": ("FloatStorage", 4), "F16": ("HalfStorage", 2), "BF16": 
                  "I64": ("LongStorage", 8), "BOOL": ("BoolStorage", 1)}
 
 
-def torch_bin(tensors, protocol=2):
-    """tensors: [(name, dtype, shape, transposed)] -> a torch.save-style zip with zero data. The
-    pickle uses the opcodes torch.save emits at `protocol` (2: GLOBAL, BINPUT; 4: STACK_GLOBAL,
-    MEMOIZE, SHORT_BINUNICODE, FRAME)."""
+def torch_seeds(tensors, protocol=2):
+    """tensors: [(name, dtype, shape, transposed)] -> fuzz_torch's two input forms (see
+    fuzz_torch.cpp): 0x01 + a torch.save-style zip with zero data, and 0x00 + storage sizes +
+    the bare pickle. The pickle uses the opcodes torch.save emits at `protocol` (2: GLOBAL,
+    BINPUT; 4: STACK_GLOBAL, MEMOIZE, SHORT_BINUNICODE, FRAME)."""
     p4 = protocol >= 4
     memo = [0]
 
@@ -180,7 +181,8 @@ def torch_bin(tensors, protocol=2):
         for key, data in storages:
             z.writestr("archive/data/" + key, data)
         z.writestr("archive/version", "3\n")
-    return buf.getvalue()
+    bare = bytes([len(storages)]) + b"".join(struct.pack("<I", len(d)) for _, d in storages) + pkl
+    return b"\x01" + buf.getvalue(), b"\x00" + bare
 
 
 def main():
@@ -236,12 +238,16 @@ def main():
         put(out, "fuzz_safetensors", h + "-tiny.safetensors", safetensors(tiny))
         put(out, "fuzz_head_config", h + ".json", open(os.path.join(src, "models", h, "config.json"), "rb").read())
         tiny_bin = [(k, dt, s, False) for k, dt, s in tiny]
-        put(out, "fuzz_torch", h + "-tiny.bin", torch_bin(tiny_bin))
-        put(out, "fuzz_torch", h + "-tiny-p4.bin", torch_bin(tiny_bin, protocol=4))
+        for proto in (2, 4):
+            put(out, "fuzz_torch", "%s-tiny-p%d.zip" % (h, proto), torch_seeds(tiny_bin, protocol=proto)[0])
+            # The bare form: fuzz_torch zips at most 7 storages.
+            put(out, "fuzz_torch", "%s-tiny-p%d.pkl" % (h, proto), torch_seeds(tiny_bin[:7], protocol=proto)[1])
     dtypes = [("a", "F32", [3, 2], True), ("b", "F16", [5], False), ("c", "BF16", [2, 2, 2], False),
               ("d", "I64", [3], False), ("e", "BOOL", [2, 2], False), ("f", "F32", [0], False)]
-    put(out, "fuzz_torch", "dtypes.bin", torch_bin(dtypes))
-    put(out, "fuzz_torch", "dtypes-p4.bin", torch_bin(dtypes, protocol=4))
+    for proto in (2, 4):
+        zipped, bare = torch_seeds(dtypes, protocol=proto)
+        put(out, "fuzz_torch", "dtypes-p%d.zip" % proto, zipped)
+        put(out, "fuzz_torch", "dtypes-p%d.pkl" % proto, bare)
     put(out, "fuzz_safetensors", "dtypes.safetensors",
         safetensors([("a", "F32", [3, 1]), ("b", "F16", [5]), ("c", "BF16", [2, 2, 2]), ("d", "F32", [0])]))
     put(out, "fuzz_head_config", "minimal.json",
