@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libvulkan-dev libvulkan-volk-dev glslc spirv-tools mesa-vulkan-drivers
-          vulkan-validationlayers doctest-dev nlohmann-json3-dev python3 python3-numpy)
+          vulkan-validationlayers doctest-dev nlohmann-json3-dev libzip-dev python3 python3-numpy)
+# The tests save pytorch_model.bin fixtures with torch.save (Debian's torch 1.13).
+test_packages=(python3-torch)
 
 install_deps() {
   local missing=()
@@ -51,6 +53,7 @@ case "${1:-}" in
       -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-170}" "$@"
     ;;
   test)
+    packages+=("${test_packages[@]}")
     install_deps
     build
     cd build
@@ -86,6 +89,7 @@ case "${1:-}" in
     # The suite built with AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the
     # test). Leak checking is off: the Vulkan loader and lavapipe are unloaded before exit, so
     # their allocations cannot be symbolized or suppressed; the soak test checks growth instead.
+    packages+=("${test_packages[@]}")
     install_deps
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON >&2
     cmake --build build-asan -j "$(nproc)" >&2

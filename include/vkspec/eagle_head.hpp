@@ -1,6 +1,7 @@
 // An EAGLE-1/2 feature head (DESIGN.md §5): fc[2C → C](concat(embed(token), feature)) → one
 // Llama decoder layer without input norm (own KV cache, HF rotate_half RoPE) → the verifier's
-// lm_head. Loaded from a folder with model.safetensors + config.json (published head layout).
+// lm_head. Loaded from a folder with config.json and model.safetensors or pytorch_model.bin (the
+// published head layouts; safetensors when both are there).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,9 @@ void check_head_fits(const HeadConfig& c, const LlamaConfig& verifier, const std
 
 class EagleHead {
  public:
-  // `path`: a folder with model.safetensors and config.json, or a .safetensors file with
-  // config.json beside it. Throws naming the file and field if the head does not fit `verifier`.
+  // `path`: a folder with config.json and model.safetensors or pytorch_model.bin (safetensors
+  // preferred when both are there), or such a file (.safetensors; .bin/.pt/.pth for torch.save)
+  // with config.json beside it. Throws naming the file and field if the head does not fit `verifier`.
   // check_finite: refuse NaN/Inf weights at load, naming the tensor (off only in tests that feed
   // NaN through the kernels on purpose).
   EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows,

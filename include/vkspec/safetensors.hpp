@@ -1,4 +1,5 @@
 // safetensors reader (mmap): 8-byte little-endian header length, JSON header, raw tensor data.
+// SafeTensor is also what the pytorch_model.bin reader (torch_file.hpp) produces.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,21 @@
 namespace vkspec {
 
 struct SafeTensor {
-  std::string dtype;            // "F32", "F16", "BF16"
+  std::string dtype;            // "F32", "F16", "BF16"; from pytorch_model.bin also "I64", "BOOL"
   std::vector<uint64_t> shape;  // outermost first (torch order)
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // contiguous, row-major, little-endian
   uint64_t bytes = 0;
-  std::vector<float> to_f32() const;
+  std::vector<float> to_f32() const;  // I64 and BOOL become their (rounded) value
 };
+
+// Bytes per element of a SafeTensor dtype; 0 for a name no reader produces.
+uint64_t dtype_bytes(const std::string& dtype);
+// "[2, 3]": shapes as the readers' messages print them.
+std::string shape_str(const std::vector<uint64_t>& shape);
+// tensors[name] if it has exactly `shape`; otherwise throws naming `file`, the tensor and both
+// shapes. The readers' get() is this.
+const SafeTensor& find_tensor(const std::map<std::string, SafeTensor>& tensors, const std::string& file,
+                              const std::string& name, const std::vector<uint64_t>& shape);
 
 class SafetensorsFile {
  public:

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/safetensors.hpp"
+#include "vkspec/torch_file.hpp"
 
 namespace vkspec {
 
@@ -140,30 +142,41 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
                      uint32_t max_rows, bool check_finite)
     : ctx_(ctx), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
   namespace fs = std::filesystem;
-  fs::path p(path), st, cj;
+  fs::path p(path), weights, cj;
   if (fs::is_directory(p)) {
-    st = p / "model.safetensors";
+    // Both present: model.safetensors, which needs no pickle interpreter.
+    weights = p / "model.safetensors";
+    if (!fs::exists(weights) && fs::exists(p / "pytorch_model.bin")) weights = p / "pytorch_model.bin";
     cj = p / "config.json";
   } else {
-    st = p;
+    weights = p;
     cj = p.parent_path() / "config.json";
   }
-  path_ = st.string();
-  if (!fs::exists(st)) throw Error("draft head " + path + ": no model.safetensors at " + st.string());
+  path_ = weights.string();
+  if (!fs::exists(weights))
+    throw Error("draft head " + path + ": no model.safetensors (or pytorch_model.bin) at " + weights.string());
   if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
   cfg_ = read_head_config(cj.string());
   check_head_fits(cfg_, verifier.config(), path);
 
-  const SafetensorsFile sf = SafetensorsFile::open(path_);
-  struct Checked {  // every tensor the head reads passes the NaN/Inf check on its way in
-    const SafetensorsFile& f;
+  // Either format yields the same SafeTensors; the file object owns the bytes they point to.
+  const std::string ext = weights.extension().string();
+  const bool torch = ext == ".bin" || ext == ".pt" || ext == ".pth";
+  std::optional<SafetensorsFile> st_file;
+  std::optional<TorchFile> torch_file;
+  const std::map<std::string, SafeTensor>& tensors =
+      torch ? torch_file.emplace(TorchFile::open(path_)).tensors() : st_file.emplace(SafetensorsFile::open(path_)).tensors();
+  struct Checked {  // every tensor the head reads is a float and passes the NaN/Inf check on its way in
+    const std::map<std::string, SafeTensor>& tensors;
     const std::string& file;
     bool check;
     const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
-      const SafeTensor& t = f.get(name, shape);
+      const SafeTensor& t = find_tensor(tensors, file, name, shape);
+      if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
+        throw Error(file + ": tensor " + name + " has dtype " + t.dtype + ", expected F32, F16 or BF16");
       return check ? finite(t, name, file) : t;
     }
-  } f{sf, path_, check_finite};
+  } f{tensors, path_, check_finite};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
   fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
   fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());

@@ -14,25 +14,32 @@
 
 namespace vkspec {
 
-namespace {
-uint64_t dtype_size(const std::string& d) {
+uint64_t dtype_bytes(const std::string& d) {
   if (d == "F32") return 4;
   if (d == "F16" || d == "BF16") return 2;
+  if (d == "I64") return 8;
+  if (d == "BOOL") return 1;
   return 0;
 }
+
 std::string shape_str(const std::vector<uint64_t>& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
   return o + "]";
 }
-}  // namespace
 
 std::vector<float> SafeTensor::to_f32() const {
-  const uint64_t n = bytes / dtype_size(dtype);
+  const uint64_t n = bytes / dtype_bytes(dtype);
   std::vector<float> out(static_cast<size_t>(n));
   for (uint64_t i = 0; i < n; ++i) {
     if (dtype == "F32") {
       std::memcpy(&out[i], data + 4 * i, 4);
+    } else if (dtype == "I64") {
+      int64_t v;
+      std::memcpy(&v, data + 8 * i, 8);
+      out[i] = float(v);
+    } else if (dtype == "BOOL") {
+      out[i] = data[i] ? 1.0f : 0.0f;
     } else {
       uint16_t h;
       std::memcpy(&h, data + 2 * i, 2);
@@ -40,6 +47,16 @@ std::vector<float> SafeTensor::to_f32() const {
     }
   }
   return out;
+}
+
+const SafeTensor& find_tensor(const std::map<std::string, SafeTensor>& tensors, const std::string& file,
+                              const std::string& name, const std::vector<uint64_t>& shape) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw Error(file + ": missing tensor " + name);
+  if (it->second.shape != shape)
+    throw Error(file + ": tensor " + name + " has shape " + shape_str(it->second.shape) + ", expected " +
+                shape_str(shape));
+  return it->second;
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
@@ -134,7 +151,8 @@ void SafetensorsFile::parse() {
     t.dtype = field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
     const nlohmann::json& shape = field("shape", &nlohmann::json::is_array, "an array of non-negative integers");
     const nlohmann::json& offsets = field("data_offsets", &nlohmann::json::is_array, "an array [begin, end]");
-    const uint64_t esize = dtype_size(t.dtype);
+    // safetensors heads hold floats; I64 and BOOL come only from pytorch_model.bin so far.
+    const uint64_t esize = t.dtype == "I64" || t.dtype == "BOOL" ? 0 : dtype_bytes(t.dtype);
     if (esize == 0) fail(tn + ": unsupported dtype " + t.dtype + " (expected F32, F16 or BF16)");
     for (size_t i = 0; i < shape.size(); ++i) {
       uint64_t d;
@@ -184,12 +202,7 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 const SafeTensor& SafetensorsFile::get(const std::string& name, const std::vector<uint64_t>& shape) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw Error(path_ + ": missing tensor " + name);
-  if (it->second.shape != shape)
-    throw Error(path_ + ": tensor " + name + " has shape " + shape_str(it->second.shape) + ", expected " +
-                shape_str(shape));
-  return it->second;
+  return find_tensor(tensors_, path_, name, shape);
 }
 
 }  // namespace vkspec

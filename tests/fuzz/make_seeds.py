@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
 """Seed corpora for the libFuzzer harnesses in tests/fuzz/, derived at build time (nothing
-binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config and
-fuzz_tokenizer.
+binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config,
+fuzz_tokenizer and fuzz_torch.
 
 Seeds are kept small (mostly < 64 KB) so the fuzzers mutate structure rather than megabytes of
 weights: tiny random models from make_random_gguf, the bundled heads' configs and safetensors
 headers, and vocabularies cut from the bundled verifier and ../shared/tokenizer-vectors (a
-prefix of the tokens with the scores, types and merges that still apply to it).
+prefix of the tokens with the scores, types and merges that still apply to it), and
+pytorch_model.bin archives laid out as torch.save writes them (pickles assembled here, so no
+torch is needed to build the seeds).
 
 usage: make_seeds.py --source REPO --out DIR --make-random-gguf PATH
 """
 import argparse
+import io
 import json
 import os
 import struct
 import subprocess
+import zipfile
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
@@ -120,6 +124,67 @@ def safetensors(tensors):
     return struct.pack("<Q", len(hs)) + hs + b"\0" * off
 
 
+TORCH_STORAGE = {"F32": ("FloatStorage", 4), "F16": ("HalfStorage", 2), "BF16": ("BFloat16Storage", 2),
+                 "I64": ("LongStorage", 8), "BOOL": ("BoolStorage", 1)}
+
+
+def torch_seeds(tensors, protocol=2):
+    """tensors: [(name, dtype, shape, transposed)] -> fuzz_torch's two input forms (see
+    fuzz_torch.cpp): 0x01 + a torch.save-style zip with zero data, and 0x00 + storage sizes +
+    the bare pickle. The pickle uses the opcodes torch.save emits at `protocol` (2: GLOBAL,
+    BINPUT; 4: STACK_GLOBAL, MEMOIZE, SHORT_BINUNICODE, FRAME)."""
+    p4 = protocol >= 4
+    memo = [0]
+
+    def put():
+        if p4:
+            return b"\x94"
+        memo[0] += 1
+        return b"q" + bytes([(memo[0] - 1) & 0xff])
+
+    def text(s):
+        s = s.encode()
+        return (b"\x8c" + bytes([len(s)]) if p4 and len(s) < 256 else b"X" + struct.pack("<I", len(s))) + s + put()
+
+    def glob(module, name):
+        if p4:
+            return text(module) + text(name) + b"\x93" + put()
+        return b"c" + module.encode() + b"\n" + name.encode() + b"\n" + put()
+
+    def integer(v):
+        return b"\x8a\x08" + struct.pack("<q", v)
+
+    def ints(vs):
+        return b"(" + b"".join(integer(v) for v in vs) + b"t"
+
+    body = glob("collections", "OrderedDict") + b")R" + put() + b"("
+    storages = []
+    for i, (name, dt, shape, transposed) in enumerate(tensors):
+        storage, size = TORCH_STORAGE[dt]
+        numel = 1
+        for d in shape:
+            numel *= d
+        stride = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            stride[d] = stride[d + 1] * shape[d + 1]
+        if transposed and len(shape) == 2:  # a .t() view of a (cols, rows) storage
+            stride = [1, shape[0]]
+        body += text(name) + glob("torch._utils", "_rebuild_tensor_v2") + b"(("
+        body += text("storage") + glob("torch", storage) + text(str(i)) + text("cpu") + integer(numel) + b"tQ"
+        body += integer(0) + ints(shape) + ints(stride) + b"\x89" + glob("collections", "OrderedDict") + b")Rt" + b"R"
+        storages.append((str(i), b"\0" * (numel * size)))
+    body += b"u."
+    pkl = b"\x80" + bytes([protocol]) + ((b"\x95" + struct.pack("<Q", len(body))) if p4 else b"") + body
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pkl)
+        for key, data in storages:
+            z.writestr("archive/data/" + key, data)
+        z.writestr("archive/version", "3\n")
+    bare = bytes([len(storages)]) + b"".join(struct.pack("<I", len(d)) for _, d in storages) + pkl
+    return b"\x01" + buf.getvalue(), b"\x00" + bare
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -172,6 +237,17 @@ def main():
         tiny = [(k, v["dtype"], [2] * len(v["shape"])) for k, v in header.items() if k != "__metadata__"]
         put(out, "fuzz_safetensors", h + "-tiny.safetensors", safetensors(tiny))
         put(out, "fuzz_head_config", h + ".json", open(os.path.join(src, "models", h, "config.json"), "rb").read())
+        tiny_bin = [(k, dt, s, False) for k, dt, s in tiny]
+        for proto in (2, 4):
+            put(out, "fuzz_torch", "%s-tiny-p%d.zip" % (h, proto), torch_seeds(tiny_bin, protocol=proto)[0])
+            # The bare form: fuzz_torch zips at most 7 storages.
+            put(out, "fuzz_torch", "%s-tiny-p%d.pkl" % (h, proto), torch_seeds(tiny_bin[:7], protocol=proto)[1])
+    dtypes = [("a", "F32", [3, 2], True), ("b", "F16", [5], False), ("c", "BF16", [2, 2, 2], False),
+              ("d", "I64", [3], False), ("e", "BOOL", [2, 2], False), ("f", "F32", [0], False)]
+    for proto in (2, 4):
+        zipped, bare = torch_seeds(dtypes, protocol=proto)
+        put(out, "fuzz_torch", "dtypes-p%d.zip" % proto, zipped)
+        put(out, "fuzz_torch", "dtypes-p%d.pkl" % proto, bare)
     put(out, "fuzz_safetensors", "dtypes.safetensors",
         safetensors([("a", "F32", [3, 1]), ("b", "F16", [5]), ("c", "BF16", [2, 2, 2]), ("d", "F32", [0])]))
     put(out, "fuzz_head_config", "minimal.json",
