@@ -86,6 +86,20 @@ expect_error "a non-finite --temp is refused" "option --temp expects a finite nu
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
 expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295
 expect_error "a huge --budget is refused by name" "budget" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
+# Steps per submission (the step recorded once and resubmitted): the same tokens as ar, one host
+# wait per submission, host CPU time reported; --stop ends the output at the stop token.
+outa=$("$vkspec" generate -m "$m" --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+out7=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --steps-per-submit 7 --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "--steps-per-submit 7 emits ar's tokens with at most 1/7 host waits per token (+ the last submission)" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); assert a[\"tokens\"]==b[\"tokens\"] and b[\"steps_per_submit\"]==7 and b[\"host_waits_per_token\"] <= 1/7 + 1/19 + 1e-9 and b[\"host_cpu_us_per_step\"] > 0, b' \"\$outa\" \"\$out7\""
+stop=$(printf '%s' "$outa" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"][12])')
+outs=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --steps-per-submit 4 --stop "$stop" --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "--stop ends the output at the first stop token, inside a chained submission" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1])[\"tokens\"]; b=json.loads(sys.argv[2]); k=a.index(int(sys.argv[3])); assert b[\"tokens\"]==a[:k+1] and b[\"stopped\"], (a, b[\"tokens\"])' \"\$outa\" \"\$outs\" \"\$stop\""
+expect_error "--steps-per-submit 0 is refused" "steps-per-submit must be in 1..64" generate -m "$m" --tokens 1 -n 2 --steps-per-submit 0
+expect_error "--steps-per-submit 65 is refused" "steps-per-submit must be in 1..64" generate -m "$m" --tokens 1 -n 2 --steps-per-submit 65
+expect_error "a stop token outside the vocabulary is refused" "stop token 999 is outside the vocabulary" generate -m "$m" --tokens 1 -n 2 --stop 999
+expect_error "a malformed --stop is refused" "--stop expects token ids" generate -m "$m" --tokens 1 -n 2 --stop 1,x
 # logits and perplexity: the verifier alone. logits' last row must choose generate's first token,
 # and perplexity's mean NLL must equal the one computed here from logits' rows of each window
 # (llama.cpp's scheme: windows of --ctx, the second half scored, BOS first if the vocab adds it).
