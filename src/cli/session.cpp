@@ -5,6 +5,15 @@
 
 namespace vkspec::cli {
 
+// A token id: decimal digits only, within 32 bits.
+static bool parse_id(const std::string& w, uint32_t& out) {
+  if (w.empty() || w.size() > 10 || w.find_first_not_of("0123456789") != std::string::npos) return false;
+  const unsigned long long v = std::stoull(w);
+  if (v > UINT32_MAX) return false;
+  out = uint32_t(v);
+  return true;
+}
+
 std::vector<std::string> split_list(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -57,15 +66,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   engine.topk = uint32_t(args.get_uint("topk", 4));
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
   for (const std::string& w : split_list(args.get("stop", ""), ',')) {
-    size_t pos = 0;
-    unsigned long v = 0;
-    try {
-      v = std::stoul(w, &pos);
-    } catch (...) {
-      pos = 0;
-    }
-    if (pos != w.size() || v > UINT32_MAX) throw Error("--stop expects token ids separated by commas, got '" + w + "'");
-    engine.stop_tokens.push_back(uint32_t(v));
+    uint32_t id = 0;
+    if (!parse_id(w, id)) throw Error("--stop expects token ids separated by commas, got '" + w + "'");
+    engine.stop_tokens.push_back(id);
   }
   // Decoding operator G and seed (include/vkspec/sample.hpp); defaults are greedy.
   SamplingOptions& so = engine.sampling;
@@ -99,14 +102,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
 std::vector<uint32_t> Session::parse_tokens(const std::string& s) const {
   std::vector<uint32_t> ids;
   for (const std::string& w : split_list(s, ' ')) {
-    size_t pos = 0;
-    unsigned long v = 0;
-    try {
-      v = std::stoul(w, &pos);
-    } catch (...) {
-      pos = 0;
-    }
-    if (pos != w.size()) throw Error("--tokens expects token ids separated by spaces, got '" + w + "'");
+    uint32_t v = 0;
+    if (!parse_id(w, v)) throw Error("--tokens expects token ids separated by spaces, got '" + w + "'");
     if (v >= uint32_t(model->config().V))
       throw Error("token id " + w + " is outside the model's vocabulary of " + std::to_string(model->config().V));
     ids.push_back(uint32_t(v));
