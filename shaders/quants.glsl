@@ -41,20 +41,30 @@ uint raw_u16(uint b) {
 }
 float raw_half(uint b) { return unpackHalf2x16(raw_u16(b)).x; }
 
+// Words s .. s+3 of the 8 words (p, q), s in 0..4. Vector selects, not an array indexed by s:
+// CPU rasterizers spill a dynamically indexed local array to memory, which cost q6_K 5x.
+uvec4 window(uvec4 p, uvec4 q, uint s) {
+  return s == 0u ? p : s == 1u ? uvec4(p.yzw, q.x) : s == 2u ? uvec4(p.zw, q.xy) : s == 3u ? uvec4(p.w, q.xyz) : q;
+}
+// The 16 bytes at byte b (even) from the texels (p, q) that cover them, p holding byte b.
+uvec4 span16(uvec4 p, uvec4 q, uint b) {
+  const uint s = (b >> 2) & 3u;
+  const uvec4 lo = window(p, q, s);
+  return (b & 2u) == 0 ? lo : (lo >> 16) | (window(p, q, s + 1) << 16);
+}
+
 // w[i] = the 4 bytes at b + 4i (b even), for 16 and 32 bytes: 2 and 3 texels, each fetched once.
 void raw_words4(uint b, out uint w[4]) {
-  const uvec4 a = load_w(b >> 4), c = load_w((b >> 4) + 1);
-  const uint f[8] = uint[8](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w);
-  const uint s = (b >> 2) & 3u;
-  const uint sh = (b & 2u) * 8u;  // 0 or 16
-  for (uint i = 0; i < 4; ++i) w[i] = sh == 0 ? f[s + i] : (f[s + i] >> 16) | (f[s + i + 1] << 16);
+  const uvec4 v = span16(load_w(b >> 4), load_w((b >> 4) + 1), b);
+  for (uint i = 0; i < 4; ++i) w[i] = v[i];
 }
 void raw_words8(uint b, out uint w[8]) {
   const uvec4 a = load_w(b >> 4), c = load_w((b >> 4) + 1), e = load_w((b >> 4) + 2);
-  const uint f[12] = uint[12](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w, e.x, e.y, e.z, e.w);
-  const uint s = (b >> 2) & 3u;
-  const uint sh = (b & 2u) * 8u;
-  for (uint i = 0; i < 8; ++i) w[i] = sh == 0 ? f[s + i] : (f[s + i] >> 16) | (f[s + i + 1] << 16);
+  const uvec4 v0 = span16(a, c, b), v1 = span16(c, e, b);
+  for (uint i = 0; i < 4; ++i) {
+    w[i] = v0[i];
+    w[4 + i] = v1[i];
+  }
 }
 
 // The 4 bytes of a word, and its 8 nibbles as low (bytes' bits 0..3) and high halves.

@@ -292,7 +292,8 @@ TEST_CASE_FIXTURE(VkTest, "interop llama-mha files load at file size and match l
       const double slack = g.tensor("output.weight")->type == GgmlType::F16 ? 2e-3 : 5e-3;
       const double tol_max = s["row_rel_max"].get<double>() + slack;
       const double tol_med = s["row_rel_med"].get<double>() + slack;
-      MESSAGE(std::string(stem) << (wp == WeightPath::Texel ? " texel" : " storage") << ": row-relative max " << worst
+      const std::string what = std::string(stem) + (wp == WeightPath::Texel ? " texel" : " storage");
+      MESSAGE(what << ": row-relative max " << worst
                    << " (bound " << tol_max << "), median " << median << " (bound " << tol_med << "), max abs "
                    << max_abs << ", device weights " << m.weight_bytes() << " B");
       CHECK(worst <= tol_max);
