@@ -1,5 +1,6 @@
 # Every shader variant, in one table. Names are what src/ops/<op>.cpp asks for.
-foreach(wt f32 f16 q8_0)
+# Weight types: shaders/weights.glsl; the block types after q8_0 are read in their GGUF layout.
+foreach(wt f32 f16 q8_0 q4_0 q5_0 q5_1 q3_k q4_k q5_k q6_k iq4_xs)
   string(TOUPPER ${wt} WT)
   vkspec_shader(matmul_${wt}_texel matmul.comp DEFINES WT_${WT} WEIGHTS_TEXEL)
   vkspec_shader(matmul_${wt}_storage matmul.comp DEFINES WT_${WT})

@@ -6,6 +6,8 @@
 //   f16  : 4 texels per block (8 halves each)
 //   q8_0 : 2 texels per block (16 int8 each); the per-block f32 scales live in a separate array
 //          (N, Kb) — separate, not GGUF's interleaved 34-byte blocks, so loads stay 16-byte aligned.
+//   q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K, iq4_xs: the file's own blocks, rows back to back
+//          (shaders/quants.glsl); K is a multiple of the block size, so no row is padded.
 // WEIGHTS_TEXEL selects a uniform texel buffer (fast on CPU rasterizers, which bounds-check every
 // storage load per component) over a storage buffer (what real GPUs prefer).
 
@@ -15,8 +17,11 @@ const uint TEXELS_PER_BLOCK = 8;
 const uint TEXELS_PER_BLOCK = 4;
 #elif defined(WT_Q8_0)
 const uint TEXELS_PER_BLOCK = 2;
+#elif defined(WT_Q4_0) || defined(WT_Q5_0) || defined(WT_Q5_1) || defined(WT_Q3_K) || defined(WT_Q4_K) || \
+    defined(WT_Q5_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
+#define WEIGHTS_RAW  // the file's own blocks, see quants.glsl
 #else
-#error "define WT_F32, WT_F16 or WT_Q8_0"
+#error "define WT_<type>"
 #endif
 
 #ifdef WEIGHTS_TEXEL
@@ -25,6 +30,10 @@ uvec4 load_w(uint texel) { return texelFetch(w_tex, int(texel)); }
 #else
 layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; };
 uvec4 load_w(uint texel) { return w_buf[texel]; }
+#endif
+
+#ifdef WEIGHTS_RAW
+#include "quants.glsl"
 #endif
 
 // q8_0 block scales (N, Kb) f32. Through a texel view as well when the weights are: a storage
@@ -39,9 +48,14 @@ float load_scale(uint i) { return w_scale[i]; }
 #endif
 
 // Decodes one 32-value block into v[0..8) (each vec4 = 4 consecutive values) and its scale:
-// the block's values are v * scale. Only q8_0 has a scale (1 otherwise); a dot product can apply
-// it once per block instead of once per value.
+// the block's values are v * scale. q8_0 and the block types whose 32 values share one factor
+// have a scale (1 otherwise); a dot product can apply it once per block instead of once per value.
 void load_block_unscaled(uint row, uint block, uint blocks_per_row, out vec4 v[8], out float scale) {
+#if defined(WEIGHTS_RAW)
+  // `block` counts 32-value sub-blocks; a file block (super-block) holds RAW_SUBS of them.
+  const uint fb = row * (blocks_per_row / RAW_SUBS) + block / RAW_SUBS;
+  decode_raw(fb * RAW_BYTES, block % RAW_SUBS, v, scale);
+#else
   uint t0 = (row * blocks_per_row + block) * TEXELS_PER_BLOCK;
 #if defined(WT_F32)
   scale = 1.0;
@@ -64,13 +78,14 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, out vec4 v[8
     }
   }
 #endif
+#endif
 }
 
 // Decodes one 32-value block into v[0..8) (each vec4 = 4 consecutive values), scaled.
 void load_block(uint row, uint block, uint blocks_per_row, out vec4 v[8]) {
   float scale;
   load_block_unscaled(row, block, blocks_per_row, v, scale);
-#if defined(WT_Q8_0)
+#if defined(WT_Q8_0) || defined(WEIGHTS_RAW)
   for (uint i = 0; i < 8; ++i) v[i] *= scale;
 #endif
 }

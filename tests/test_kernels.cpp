@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "matmul_reference.hpp"
 #include "tree_order.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/tree_limits.h"
@@ -12,115 +13,6 @@
 
 using namespace vkspec;
 using namespace vkspec::test;
-
-namespace {
-
-// ---- CPU references ---------------------------------------------------------------------------
-
-// Weights in GGUF layout → f32 (N, K), exactly as the device decodes them.
-std::vector<float> dequantize(WeightType t, const std::vector<uint8_t>& raw, uint32_t N, uint32_t K) {
-  std::vector<float> w(size_t(N) * K);
-  for (size_t r = 0; r < N; ++r)
-    for (size_t k = 0; k < K; ++k) {
-      switch (t) {
-        case WeightType::F32: std::memcpy(&w[r * K + k], raw.data() + (r * K + k) * 4, 4); break;
-        case WeightType::F16: {
-          uint16_t h;
-          std::memcpy(&h, raw.data() + (r * K + k) * 2, 2);
-          w[r * K + k] = f16_to_f32(h);
-          break;
-        }
-        case WeightType::Q8_0: {
-          const uint8_t* blk = raw.data() + (r * (K / 32) + k / 32) * kQ8_0Bytes;
-          uint16_t d;
-          std::memcpy(&d, blk, 2);
-          w[r * K + k] = f16_to_f32(d) * float(int8_t(blk[2 + k % 32]));
-          break;
-        }
-      }
-    }
-  return w;
-}
-
-std::vector<uint8_t> make_weight(WeightType t, uint32_t N, uint32_t K, uint32_t seed) {
-  auto f = random_floats(size_t(N) * K, seed);
-  std::vector<uint8_t> raw;
-  switch (t) {
-    case WeightType::F32:
-      raw.resize(f.size() * 4);
-      std::memcpy(raw.data(), f.data(), raw.size());
-      break;
-    case WeightType::F16:
-      raw.resize(f.size() * 2);
-      for (size_t i = 0; i < f.size(); ++i) {
-        uint16_t h = f32_to_f16(f[i]);
-        std::memcpy(raw.data() + 2 * i, &h, 2);
-      }
-      break;
-    case WeightType::Q8_0:
-      raw.resize(f.size() / 32 * kQ8_0Bytes);
-      for (size_t b = 0; b < f.size() / 32; ++b) quantize_q8_0_block(&f[b * 32], raw.data() + b * kQ8_0Bytes);
-      break;
-  }
-  return raw;
-}
-
-// y(B, N) = x(B, K) · W(N, K)^T in double
-std::vector<float> matmul_ref(const std::vector<float>& w, const std::vector<float>& x, uint32_t B, uint32_t N,
-                              uint32_t K, uint32_t x_stride) {
-  std::vector<float> y(size_t(B) * N);
-  for (uint32_t b = 0; b < B; ++b)
-    for (uint32_t n = 0; n < N; ++n) {
-      double s = 0;
-      for (uint32_t k = 0; k < K; ++k) s += double(w[size_t(n) * K + k]) * x[size_t(b) * x_stride + k];
-      y[size_t(b) * N + n] = float(s);
-    }
-  return y;
-}
-
-uint32_t round4(uint32_t k) { return (k + 3) / 4 * 4; }
-
-void run_matmul_case(Context& ctx, WeightType t, WeightPath path, uint32_t N, uint32_t K, uint32_t B,
-                     const KernelConfig& cfg, bool accumulate, bool bias) {
-  auto raw = make_weight(t, N, K, N * 131 + K);
-  auto w = dequantize(t, raw, N, K);
-  const uint32_t xs = round4(K) + 4;  // row stride with slack; the slack holds NaN on purpose
-  std::vector<float> x(size_t(B) * xs, NAN);
-  auto xr = random_floats(size_t(B) * K, K + B);
-  for (uint32_t b = 0; b < B; ++b) std::copy_n(&xr[size_t(b) * K], K, &x[size_t(b) * xs]);
-  auto ref = matmul_ref(w, x, B, N, K, xs);
-  auto y0 = random_floats(size_t(B) * N, 7);
-  auto bv = random_floats(N, 9);
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (bias) ref[i] += bv[i % N];
-    if (accumulate) ref[i] += y0[i];
-  }
-
-  DeviceWeight W = upload_weight(ctx, t, N, K, raw.data(), path);
-  Buffer xb(ctx, x.size() * 4), yb(ctx, y0.size() * 4), bb(ctx, N * 4);
-  xb.upload(x);
-  yb.upload(y0);
-  bb.upload(bv);
-  Sequence seq(ctx);
-  seq.begin();
-  MatmulArgs args;
-  args.cfg = cfg;
-  args.accumulate = accumulate;
-  args.bias = bias ? &bb : nullptr;
-  matmul(seq, W, Mat{&xb, 0, xs}, Mat{&yb, 0, N}, B, args);
-  seq.run();
-  // f32 accumulation of K products vs a double reference of the same (dequantized) weights:
-  // the only error is summation order, bounded well below 1e-3 * sqrt(K) for |x|,|w| <= 1.
-  const float tol = 1e-4f * std::sqrt(float(K)) + 1e-5f;
-  check_close(yb.read<float>(y0.size()), ref, tol, 1e-4f,
-              std::string("matmul ") + weight_type_name(t) + (W.texel ? " texel" : " storage") + " N=" +
-                  std::to_string(N) + " K=" + std::to_string(K) + " B=" + std::to_string(B) + " wg=" +
-                  std::to_string(cfg.workgroup_size) + " sg=" + std::to_string(cfg.use_subgroup) + " rows=" +
-                  std::to_string(cfg.rows_per_workgroup) + " bt=" + std::to_string(cfg.batch_tile) + " variant=" +
-                  std::to_string(cfg.matmul_rows));
-}
-
-}  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight type, path and tile") {
   const WeightType types[] = {WeightType::F32, WeightType::F16, WeightType::Q8_0};
@@ -130,22 +22,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
   };
   const Shape shapes[] = {{1, 1, 1}, {3, 3, 2}, {23, 23, 1}, {37, 37, 5}, {13, 4097, 1}, {5, 4097, 17}, {67, 96, 3}};
   const Shape q8_shapes[] = {{1, 32, 1}, {23, 64, 2}, {37, 4096 + 32, 1}, {13, 288, 17}, {67, 96, 3}};
-  std::vector<KernelConfig> cfgs;
-  for (int variant : {0, 1, 2})
-    for (uint32_t wg : {32u, 64u, 48u})
-      for (int sg : {0, 1})
-        for (uint32_t rows : {1u, 4u, 8u})
-          for (uint32_t bt : {1u, 2u, 4u, 8u}) {
-            if ((sg || variant == 2) && !ctx.caps().subgroup_arithmetic) continue;
-            if (variant != 0 && sg) continue;  // subgroup choice only exists for variant 0
-            KernelConfig c;
-            c.matmul_rows = variant;
-            c.workgroup_size = wg;
-            c.use_subgroup = sg;
-            c.rows_per_workgroup = rows;
-            c.batch_tile = bt;
-            cfgs.push_back(c);
-          }
+  const std::vector<KernelConfig> cfgs = matmul_configs(ctx);
   int i = 0;
   for (auto t : types)
     for (auto path : paths) {
@@ -170,28 +47,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul rows are batch-invariant: bit-identical whatev
         if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
         const uint32_t N = 45, K = 320;
         auto raw = make_weight(t, N, K, 3);
-        DeviceWeight W = upload_weight(ctx, t, N, K, raw.data(), path);
-        auto x = random_floats(size_t(256) * K, 11);
-        Buffer xb(ctx, x.size() * 4), y1(ctx, N * 4), yB(ctx, size_t(256) * N * 4);
-        xb.upload(x);
-        MatmulArgs args;
-        args.cfg.matmul_rows = variant;
-        for (uint32_t B : {2u, 7u, 16u, 64u, 256u}) {
-          Sequence seq(ctx);
-          seq.begin();
-          matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);
-          seq.run();
-          auto all = yB.read<float>(size_t(B) * N);
-          for (uint32_t row : {0u, B / 2, B - 1}) {
-            seq.begin();
-            matmul(seq, W, Mat{&xb, row * K, K}, Mat{&y1, 0, N}, 1, args);
-            seq.run();
-            auto a = y1.read<float>(N);
-            CHECK_MESSAGE(std::memcmp(a.data(), &all[size_t(row) * N], N * 4) == 0,
-                          weight_type_name(t) << " variant " << variant << " row " << row << " of B=" << B
-                                              << " differs from B=1");
-          }
-        }
+        check_batch_invariant(ctx, upload_weight(ctx, t, N, K, raw.data(), path), variant, weight_type_name(t));
       }
 }
 
@@ -202,9 +58,9 @@ TEST_CASE("matmul splits weights larger than the descriptor range") {
   o.pipeline_cache_dir = "-";
   o.storage_range_limit = 4096;  // bytes: a 100 x 96 f32 weight (38 KiB) becomes 10 chunks
   Context ctx(o);
-  for (auto t : {WeightType::F32, WeightType::F16, WeightType::Q8_0})
+  for (auto t : kAllWeightTypes)
     for (auto path : {WeightPath::Storage, WeightPath::Texel}) {
-      const uint32_t N = 100, K = 96, B = 3;
+      const uint32_t N = 100, K = weight_type_block(t) == 256 ? 256 : 96, B = 3;
       auto raw = make_weight(t, N, K, 5);
       DeviceWeight W = upload_weight(ctx, t, N, K, raw.data(), path);
       CHECK(W.chunks.size() > 1);
@@ -226,10 +82,10 @@ TEST_CASE("matmul splits weights larger than the descriptor range") {
 }
 
 TEST_CASE_FIXTURE(VkTest, "embed gathers rows exactly for every weight type") {
-  for (auto t : {WeightType::F32, WeightType::F16, WeightType::Q8_0})
+  for (auto t : kAllWeightTypes)
     for (auto path : {WeightPath::Storage, WeightPath::Texel})
-      for (uint32_t C : {32u, 96u, 23u, 37u}) {
-        if (t == WeightType::Q8_0 && C % 32) continue;
+      for (uint32_t C : {32u, 96u, 23u, 37u, 256u, 768u}) {
+        if (C % weight_type_block(t)) continue;
         const uint32_t V = 41;
         auto raw = make_weight(t, V, C, C);
         auto w = dequantize(t, raw, V, C);

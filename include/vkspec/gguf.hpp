@@ -30,8 +30,11 @@ enum class GgufType : uint32_t {
 const char* gguf_type_name(GgufType t);
 size_t gguf_scalar_size(GgufType t);  // 0 for STRING/ARRAY/unknown
 
-// Tensor element types we load (ggml's numbering).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
+// Tensor element types we load (ggml's numbering). Block layouts: dtype.hpp, quants.hpp.
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
+  Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_XS = 23, BF16 = 30,
+};
 const char* ggml_type_name(GgmlType t);
 bool ggml_type_supported(uint32_t t);
 uint64_t ggml_block_elems(GgmlType t);  // elements per block (1 for plain floats)

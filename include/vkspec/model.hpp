@@ -92,7 +92,7 @@ class LlamaModel {
 };
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the
-// kernels' layout. Types other than f32/f16/q8_0 (and mixed stacks) are converted to f16.
+// kernels' layout, each part in its own type (bf16 becomes f16).
 DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path);
 // An f32 vector tensor (norm weights, biases) on the device.
 Buffer upload_f32(Context& ctx, const std::vector<float>& v);

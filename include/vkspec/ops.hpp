@@ -57,20 +57,29 @@ struct KernelConfig {
 
 // ---- weights ------------------------------------------------------------------------------
 
-enum class WeightType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8 };
-const char* weight_type_name(WeightType t);
+// ggml's type numbers, so a GGUF tensor type converts by a cast. f32, f16 and q8_0 are repacked
+// into 32-value blocks at upload; the other block types stay in their file layout
+// (shaders/weights.glsl, shaders/quants.glsl).
+enum class WeightType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
+  Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_XS = 23,
+};
+const char* weight_type_name(WeightType t);  // also the shader variant's type: "q4_k"
+bool weight_type_valid(uint32_t t);          // one of the above
+uint32_t weight_type_block(WeightType t);    // values per block: 1 (f32, f16), 32 or 256
 
-// A weight matrix (N rows, K columns) on the device in the kernels' layout (shaders/weights.glsl):
-// rows padded to 32-value blocks, q8_0 scales in a separate f32 array. A matrix larger than one
-// descriptor may cover (maxStorageBufferRange, or maxTexelBufferElements texels) is split into
-// row chunks; ops dispatch once per chunk, so callers never see the split.
+// A weight matrix (N rows, K columns) on the device in the kernels' layout (shaders/weights.glsl).
+// A matrix larger than one descriptor may cover (maxStorageBufferRange, or maxTexelBufferElements
+// texels) is split into row chunks; ops dispatch once per chunk, so callers never see the split.
+// Each chunk has its own type: a stack of tensors of different types (a Q4_K_M file's q|k|v
+// rows, where v may be q6_K) is one weight whose chunks differ in type (stack_weights).
 struct DeviceWeight {
-  WeightType type = WeightType::F32;
   uint32_t N = 0, K = 0;
-  uint32_t blocks_per_row = 0;  // ceil(K / 32)
+  uint32_t blocks_per_row = 0;  // ceil(K / 32): the kernels walk 32-value (sub-)blocks
   bool texel = false;           // read through a uniform texel buffer
   struct Chunk {
-    Buffer data;    // (rows, blocks_per_row * bytes_per_block) as uvec4 texels
+    WeightType type = WeightType::F32;
+    Buffer data;    // (rows, row bytes) as uvec4 texels
     Buffer scales;  // (rows, blocks_per_row) f32, q8_0 only (a 16-byte dummy otherwise)
     uint32_t row_begin = 0, rows = 0;
   };
@@ -80,10 +89,12 @@ struct DeviceWeight {
 
 enum class WeightPath { Auto, Texel, Storage };
 
-// `src` is GGUF layout: N rows of K values (f32 / f16 bits), or for q8_0 N rows of K/32 blocks of
-// 34 bytes (f16 scale + 32 int8). K must be a multiple of 32 for q8_0.
+// `src` is GGUF layout: N rows of K values (f32 / f16 bits), or N rows of K / block blocks of a
+// block type (q8_0: 34 bytes, f16 scale + 32 int8). K must be a multiple of a block type's block.
 DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src,
                            WeightPath path = WeightPath::Auto);
+// Rows of `parts` stacked in order as one weight (same K and path; types may differ).
+DeviceWeight stack_weights(std::vector<DeviceWeight> parts);
 
 // ---- ops ----------------------------------------------------------------------------------
 

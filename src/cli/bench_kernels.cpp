@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "vkspec/dtype.hpp"
+#include "vkspec/quants.hpp"
 #include "vkspec/ops.hpp"
 
 namespace vkspec::cli {
@@ -33,6 +34,8 @@ std::vector<uint8_t> random_weight(WeightType t, uint32_t N, uint32_t K, uint32_
       uint16_t h = f32_to_f16(d(rng));
       std::memcpy(&raw[2 * i], &h, 2);
     }
+  } else if (t != WeightType::Q8_0) {
+    raw = random_blocks(*block_format(uint32_t(t)), size_t(N) * K / weight_type_block(t), rng);
   } else {
     raw.resize(size_t(N) * K / 32 * kQ8_0Bytes);
     float blk[32];
@@ -51,8 +54,11 @@ double weight_bytes(WeightType t, uint32_t N, uint32_t K) {
     case WeightType::F32: return double(N) * kb * 128;
     case WeightType::F16: return double(N) * kb * 64;
     case WeightType::Q8_0: return double(N) * kb * 36;  // 32 quants + f32 scale
+    default: {  // the file's own blocks
+      const BlockFormat& f = *block_format(uint32_t(t));
+      return double(N) * (K / f.elems) * f.bytes;
+    }
   }
-  return 0;
 }
 
 }  // namespace
@@ -87,8 +93,13 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     uint32_t N = 0, K = 0;
     if (std::sscanf(shp.c_str(), "%ux%u", &N, &K) != 2 || !N || !K) throw Error("bad --shapes entry '" + shp + "' (want NxK)");
     for (const std::string& ts : split(types_opt)) {
-      WeightType t = ts == "f16" ? WeightType::F16 : ts == "q8_0" ? WeightType::Q8_0 : ts == "f32" ? WeightType::F32
-                                                                                                   : throw Error("bad --types entry '" + ts + "'");
+      WeightType t = WeightType::F32;
+      bool known = false;
+      for (uint32_t i = 0; i < 32 && !known; ++i)
+        if (weight_type_valid(i) && ts == weight_type_name(WeightType(i))) t = WeightType(i), known = true;
+      if (!known) throw Error("bad --types entry '" + ts + "'");
+      if (K % weight_type_block(t)) throw Error("--shapes " + shp + ": " + ts + " rows must be a multiple of " +
+                                                 std::to_string(weight_type_block(t)));
       const double wb = weight_bytes(t, N, K);
       const uint32_t copies = uint32_t(std::clamp<double>(std::ceil(double(rotate_mib) * 1048576.0 / wb), 1, 256));
       auto raw = random_weight(t, N, K, N ^ K);

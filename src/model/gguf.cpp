@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "vkspec/dtype.hpp"
+#include "vkspec/quants.hpp"
 
 namespace vkspec {
 
@@ -50,27 +51,23 @@ const char* ggml_type_name(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return "f32";
     case GgmlType::F16: return "f16";
-    case GgmlType::Q4_0: return "q4_0";
-    case GgmlType::Q8_0: return "q8_0";
     case GgmlType::BF16: return "bf16";
+    default: break;
   }
-  return "unknown";
+  const BlockFormat* f = block_format(uint32_t(t));
+  return f ? f->name : "unknown";
 }
 
-bool ggml_type_supported(uint32_t t) { return t == 0 || t == 1 || t == 2 || t == 8 || t == 30; }
+bool ggml_type_supported(uint32_t t) { return t == 0 || t == 1 || t == 30 || block_format(t) != nullptr; }
 
 uint64_t ggml_block_elems(GgmlType t) {
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) ? 32 : 1;
+  const BlockFormat* f = block_format(uint32_t(t));
+  return f ? f->elems : 1;
 }
 
 uint64_t ggml_block_bytes(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: return 4;
-    case GgmlType::F16: case GgmlType::BF16: return 2;
-    case GgmlType::Q4_0: return kQ4_0Bytes;
-    case GgmlType::Q8_0: return kQ8_0Bytes;
-  }
-  return 0;
+  if (const BlockFormat* f = block_format(uint32_t(t))) return f->bytes;
+  return t == GgmlType::F32 ? 4 : t == GgmlType::F16 || t == GgmlType::BF16 ? 2 : 0;
 }
 
 bool GgufValue::is_int() const {
@@ -423,7 +420,8 @@ void GgufFile::parse() {
     const uint32_t ty = c.read<uint32_t>(tn + " type");
     if (!ggml_type_supported(ty))
       fail(tn + ": unsupported tensor type " + std::to_string(ty) +
-           " (supported: f32=0, f16=1, q4_0=2, q8_0=8, bf16=30)");
+           " (supported: f32=0, f16=1, q4_0=2, q5_0=6, q5_1=7, q8_0=8, q3_K=11, q4_K=12, q5_K=13, q6_K=14, "
+           "iq4_xs=23, bf16=30)");
     t.type = GgmlType(ty);
     const uint64_t be = ggml_block_elems(t.type);
     if (t.dims[0] % be != 0)
@@ -568,13 +566,8 @@ std::vector<float> dequantize_tensor(const GgufTensor& t) {
     case GgmlType::BF16:
       for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load<uint16_t>(p + 2 * i));
       break;
-    case GgmlType::Q8_0:
-      for (size_t b = 0; b < out.size() / kQ8_0Block; ++b)
-        dequantize_q8_0_block(p + b * kQ8_0Bytes, out.data() + b * kQ8_0Block);
-      break;
-    case GgmlType::Q4_0:
-      for (size_t b = 0; b < out.size() / kQ4_0Block; ++b)
-        dequantize_q4_0_block(p + b * kQ4_0Bytes, out.data() + b * kQ4_0Block);
+    default:
+      dequantize_blocks(*block_format(uint32_t(t.type)), p, out.data(), out.size());  // the reader admits no other type
       break;
   }
   return out;

@@ -192,6 +192,8 @@ std::vector<uint8_t> encode_f32_as(std::span<const float> x, GgmlType type) {
       }
       break;
     }
+    default:  // other block types are written from their raw blocks (add_tensor)
+      throw Error(std::string("encode_f32_as: no quantizer for ") + ggml_type_name(type));
   }
   return out;
 }

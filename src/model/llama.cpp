@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "vkspec/dtype.hpp"
+#include "vkspec/quants.hpp"
 
 namespace vkspec {
 
@@ -20,19 +21,20 @@ Buffer upload_f32(Context& ctx, const std::vector<float>& v) {
 }
 
 // A NaN or Inf weight makes every logit downstream NaN: a damaged (or crafted) file, refused at
-// load with the tensor and element rather than computed into garbage. Plain floats and the
-// scales of q8_0/q4_0 blocks are checked by their bits (q8_0/q4_0 quants are integers).
+// load with the tensor and element rather than computed into garbage. Plain floats are checked
+// by their bits; block types by their f16 fields (scales and mins: the quants are integers).
 void require_finite(const GgufTensor& t, const std::string& file) {
   int64_t bad = -1;
   switch (t.type) {
     case GgmlType::F32: bad = first_non_finite_f32(t.data, t.n_elements); break;
     case GgmlType::F16: bad = first_non_finite_f16(t.data, t.n_elements); break;
     case GgmlType::BF16: bad = first_non_finite_bf16(t.data, t.n_elements); break;
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0: {
-      const uint64_t bb = ggml_block_bytes(t.type), nb = t.n_bytes / bb;
-      bad = first_non_finite_bits<uint16_t>(t.data, nb, bb, 0x7c00);  // each block starts with its f16 scale
-      if (bad >= 0) bad *= int64_t(ggml_block_elems(t.type));
+    default: {
+      const BlockFormat& f = *block_format(uint32_t(t.type));  // the reader admits no other type
+      const uint64_t nb = t.n_bytes / f.bytes;
+      for (uint32_t i = 0; i < f.n_f16 && bad < 0; ++i)
+        bad = first_non_finite_bits<uint16_t>(t.data + f.f16_offsets[i], nb, f.bytes, 0x7c00);
+      if (bad >= 0) bad *= int64_t(f.elems);  // the first element of the block
       break;
     }
   }
@@ -41,36 +43,35 @@ void require_finite(const GgufTensor& t, const std::string& file) {
                 " (the file is damaged)");
 }
 
+// Every weight type the kernels read stays in its file type on the device; bf16 is converted to
+// f16 once here. A stack of tensors of different types (q|k|v of a Q4_K_M file, where v may be
+// q6_K) becomes one weight with a run of chunks per type, so the forward still records one
+// matmul for it (one dispatch per run).
 DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path) {
   const uint64_t K = parts[0]->dims[0];
-  uint64_t N = 0;
-  bool same = true;
-  for (auto* p : parts) {
-    N += p->n_elements / K;
-    same &= p->type == parts[0]->type;
-  }
-  const GgmlType t0 = parts[0]->type;
-  const bool native = same && (t0 == GgmlType::F32 || t0 == GgmlType::F16 || (t0 == GgmlType::Q8_0 && K % 32 == 0));
+  std::vector<DeviceWeight> runs;
   std::vector<uint8_t> raw;
-  WeightType wt;
-  if (native) {
-    wt = WeightType(uint32_t(t0));
-    for (auto* p : parts) raw.insert(raw.end(), p->data, p->data + p->n_bytes);
-  } else {
-    // q4_0, bf16 or a mixed stack: convert to f16 once at load.
-    wt = WeightType::F16;
-    raw.resize(N * K * 2);
-    size_t off = 0;
-    for (auto* p : parts) {
-      auto f = dequantize_tensor(*p);
-      for (float x : f) {
-        uint16_t h = f32_to_f16(x);
-        std::memcpy(raw.data() + off, &h, 2);
-        off += 2;
+  for (size_t i = 0; i < parts.size();) {
+    const GgmlType t = parts[i]->type;
+    size_t j = i;
+    uint64_t rows = 0;
+    raw.clear();
+    for (; j < parts.size() && parts[j]->type == t; ++j) {
+      rows += parts[j]->n_elements / K;
+      if (t == GgmlType::BF16) {
+        for (float x : dequantize_tensor(*parts[j])) {
+          const uint16_t h = f32_to_f16(x);
+          raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + 2);
+        }
+      } else {
+        raw.insert(raw.end(), parts[j]->data, parts[j]->data + parts[j]->n_bytes);
       }
     }
+    const WeightType wt = t == GgmlType::BF16 ? WeightType::F16 : WeightType(uint32_t(t));
+    runs.push_back(upload_weight(ctx, wt, uint32_t(rows), uint32_t(K), raw.data(), path));
+    i = j;
   }
-  return upload_weight(ctx, wt, uint32_t(N), uint32_t(K), raw.data(), path);
+  return runs.size() == 1 ? std::move(runs[0]) : stack_weights(std::move(runs));
 }
 
 namespace {

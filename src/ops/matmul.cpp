@@ -7,6 +7,7 @@
 
 #include "ops/common.hpp"
 #include "vkspec/dtype.hpp"
+#include "vkspec/quants.hpp"
 
 namespace vkspec {
 
@@ -16,24 +17,48 @@ const char* weight_type_name(WeightType t) {
   switch (t) {
     case WeightType::F32: return "f32";
     case WeightType::F16: return "f16";
+    case WeightType::Q4_0: return "q4_0";
+    case WeightType::Q5_0: return "q5_0";
+    case WeightType::Q5_1: return "q5_1";
     case WeightType::Q8_0: return "q8_0";
+    case WeightType::Q3_K: return "q3_k";
+    case WeightType::Q4_K: return "q4_k";
+    case WeightType::Q5_K: return "q5_k";
+    case WeightType::Q6_K: return "q6_k";
+    case WeightType::IQ4_XS: return "iq4_xs";
   }
   return "?";
 }
 
-namespace {
+bool weight_type_valid(uint32_t t) { return t == 0 || t == 1 || block_format(t) != nullptr; }
 
-uint32_t bytes_per_block(WeightType t) {
-  switch (t) {
-    case WeightType::F32: return 128;
-    case WeightType::F16: return 64;
-    case WeightType::Q8_0: return 32;  // quants only; scales are separate
-  }
-  return 0;
+uint32_t weight_type_block(WeightType t) {
+  const BlockFormat* f = block_format(uint32_t(t));
+  return f ? f->elems : 1;
 }
 
-std::string variant(const char* op, const DeviceWeight& W) {
-  return std::string(op) + "_" + weight_type_name(W.type) + (W.texel ? "_texel" : "_storage");
+namespace {
+
+// Device bytes of one row of K values. f32 / f16 / q8_0 are repacked into 32-value blocks
+// (q8_0's scales in a separate array); the other block types keep the file's bytes.
+uint64_t row_bytes_of(WeightType t, uint32_t K) {
+  const uint64_t kb = (K + 31) / 32;
+  switch (t) {
+    case WeightType::F32: return kb * 128;
+    case WeightType::F16: return kb * 64;
+    case WeightType::Q8_0: return kb * 32;  // quants only; scales are separate
+    default: {
+      const BlockFormat& f = *block_format(uint32_t(t));
+      return uint64_t(K / f.elems) * f.bytes;
+    }
+  }
+}
+
+// quants.glsl reads a span's texels whole: the texel after the last block must exist.
+constexpr uint64_t kRawSlack = 32;
+
+std::string variant(const char* op, const DeviceWeight& W, const DeviceWeight::Chunk& c) {
+  return std::string(op) + "_" + weight_type_name(c.type) + (W.texel ? "_texel" : "_storage");
 }
 
 // Mirrors matmul.comp's constants, in constant_id order.
@@ -80,47 +105,55 @@ uint64_t DeviceWeight::bytes() const {
 }
 
 DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src, WeightPath path) {
-  if (type == WeightType::Q8_0 && K % 32 != 0)
-    throw Error("q8_0 weight with " + std::to_string(K) + " columns: q8_0 rows must be a multiple of 32");
+  const uint32_t block = weight_type_block(type);
+  if (K % block != 0)
+    throw Error(std::string(weight_type_name(type)) + " weight with " + std::to_string(K) + " columns: " +
+                weight_type_name(type) + " rows must be a multiple of " + std::to_string(block));
+  const bool raw = block > 1 && type != WeightType::Q8_0;
   DeviceWeight W;
-  W.type = type;
   W.N = N;
   W.K = K;
   W.blocks_per_row = (K + 31) / 32;
   W.texel = path == WeightPath::Texel || (path == WeightPath::Auto && ctx.caps().quirks.weights_via_texel_buffer);
-  const uint64_t row_bytes = uint64_t(W.blocks_per_row) * bytes_per_block(type);
+  const uint64_t row_bytes = row_bytes_of(type, K);
+  const uint64_t src_row_bytes = raw ? row_bytes : type == WeightType::Q8_0 ? K / 32 * kQ8_0Bytes : uint64_t(K) * (type == WeightType::F32 ? 4 : 2);
   // One descriptor covers at most this many bytes; the test hook (storage_range) caps both paths.
   uint64_t limit = W.texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
   limit = std::min(limit, ctx.storage_range());
-  const uint64_t rows_per_chunk = std::max<uint64_t>(1, limit / row_bytes);
-  if (row_bytes > limit)
+  const uint64_t slack = raw ? kRawSlack : 0;
+  if (row_bytes + slack > limit)
     throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
+  const uint64_t rows_per_chunk = std::max<uint64_t>(1, (limit - slack) / row_bytes);
 
   const auto* s8 = static_cast<const uint8_t*>(src);
   std::vector<uint8_t> staging;
   std::vector<float> scales;
   for (uint64_t r0 = 0; r0 < N; r0 += rows_per_chunk) {
     const uint32_t rows = uint32_t(std::min<uint64_t>(rows_per_chunk, N - r0));
-    staging.assign(rows * row_bytes, 0);  // zero padding past K
-    if (type == WeightType::Q8_0) scales.assign(size_t(rows) * W.blocks_per_row, 0.0f);
-    for (uint32_t r = 0; r < rows; ++r) {
-      const uint64_t row = r0 + r;
-      uint8_t* dst = staging.data() + r * row_bytes;
-      switch (type) {
-        case WeightType::F32: std::memcpy(dst, s8 + row * K * 4, size_t(K) * 4); break;
-        case WeightType::F16: std::memcpy(dst, s8 + row * K * 2, size_t(K) * 2); break;
-        case WeightType::Q8_0:
-          for (uint32_t b = 0; b < W.blocks_per_row; ++b) {
-            const uint8_t* blk = s8 + (row * W.blocks_per_row + b) * kQ8_0Bytes;
-            uint16_t d;
-            std::memcpy(&d, blk, 2);
-            scales[size_t(r) * W.blocks_per_row + b] = f16_to_f32(d);
-            std::memcpy(dst + b * 32, blk + 2, 32);
-          }
-          break;
+    staging.assign(rows * row_bytes + slack, 0);  // zero padding past K
+    if (raw) {
+      // Rows are back to back in the file too: the chunk is one contiguous range of it.
+      std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
+    } else {
+      if (type == WeightType::Q8_0) scales.assign(size_t(rows) * W.blocks_per_row, 0.0f);
+      for (uint32_t r = 0; r < rows; ++r) {
+        const uint8_t* row = s8 + (r0 + r) * src_row_bytes;
+        uint8_t* dst = staging.data() + r * row_bytes;
+        if (type != WeightType::Q8_0) {
+          std::memcpy(dst, row, src_row_bytes);
+          continue;
+        }
+        for (uint32_t b = 0; b < W.blocks_per_row; ++b) {
+          const uint8_t* blk = row + b * kQ8_0Bytes;
+          uint16_t d;
+          std::memcpy(&d, blk, 2);
+          scales[size_t(r) * W.blocks_per_row + b] = f16_to_f32(d);
+          std::memcpy(dst + b * 32, blk + 2, 32);
+        }
       }
     }
     DeviceWeight::Chunk c;
+    c.type = type;
     c.row_begin = uint32_t(r0);
     c.rows = rows;
     c.data = Buffer(ctx, staging.size());
@@ -128,6 +161,23 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
     c.scales = Buffer(ctx, std::max<size_t>(16, (scales.size() * 4 + 15) / 16 * 16));  // whole 16-byte texels
     if (!scales.empty()) c.scales.upload(scales);
     W.chunks.push_back(std::move(c));
+  }
+  return W;
+}
+
+DeviceWeight stack_weights(std::vector<DeviceWeight> parts) {
+  assert(!parts.empty());
+  DeviceWeight W;
+  W.K = parts[0].K;
+  W.blocks_per_row = parts[0].blocks_per_row;
+  W.texel = parts[0].texel;
+  for (DeviceWeight& p : parts) {
+    assert(p.K == W.K && p.texel == W.texel);
+    for (DeviceWeight::Chunk& c : p.chunks) {
+      c.row_begin += W.N;
+      W.chunks.push_back(std::move(c));
+    }
+    W.N += p.N;
   }
   return W;
 }
@@ -152,11 +202,11 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     const bool xt = W.texel;  // x through a texel view whenever the weights are
     auto bindings = weight_bindings(W, 3);
     if (xt) bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
-    auto desc = make_pipeline_desc(variant(xt ? "matmul_sg_xt" : "matmul_sg", W), bindings, sizeof(MatmulPush), spec,
-                                   ctx.caps().subgroup_size_control ? S : 0);
-    desc.full_subgroups = ctx.caps().compute_full_subgroups;
-    const Pipeline& p = ctx.pipelines().get(desc);
     for (const auto& c : W.chunks) {
+      auto desc = make_pipeline_desc(variant(xt ? "matmul_sg_xt" : "matmul_sg", W, c), bindings, sizeof(MatmulPush),
+                                     spec, ctx.caps().subgroup_size_control ? S : 0);
+      desc.full_subgroups = ctx.caps().compute_full_subgroups;
+      const Pipeline& p = ctx.pipelines().get(desc);
       MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
                       args.bias ? 1u : 0u};
       seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push, groups(c.rows, spec.r),
@@ -171,10 +221,10 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     const bool xt = W.texel;  // x through a texel view whenever the weights are
     auto bindings = weight_bindings(W, 3);
     if (xt) bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
-    auto desc = make_pipeline_desc(variant(xt ? "matmul_rows_xt" : "matmul_rows", W), bindings, sizeof(MatmulPush),
-                                   spec, cfg.required_subgroup_size);
-    const Pipeline& p = ctx.pipelines().get(desc);
     for (const auto& c : W.chunks) {
+      auto desc = make_pipeline_desc(variant(xt ? "matmul_rows_xt" : "matmul_rows", W, c), bindings,
+                                     sizeof(MatmulPush), spec, cfg.required_subgroup_size);
+      const Pipeline& p = ctx.pipelines().get(desc);
       MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
                       args.bias ? 1u : 0u};
       seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push,
@@ -194,10 +244,10 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
                 "' lacks subgroup arithmetic in compute shaders");
   if (uint64_t(spec.wg) * spec.rows * spec.bmax * 4 > ctx.caps().max_shared_memory)
     throw Error("matmul tile needs more shared memory than device '" + ctx.caps().name + "' has");
-  auto desc = make_pipeline_desc(variant("matmul", W), weight_bindings(W, 3), sizeof(MatmulPush), spec,
-                                 cfg.required_subgroup_size);
-  const Pipeline& p = ctx.pipelines().get(desc);
   for (const auto& c : W.chunks) {
+    auto desc = make_pipeline_desc(variant("matmul", W, c), weight_bindings(W, 3), sizeof(MatmulPush), spec,
+                                   cfg.required_subgroup_size);
+    const Pipeline& p = ctx.pipelines().get(desc);
     MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
                     args.bias ? 1u : 0u};
     // y is read (accumulate) and written; mark it written so later readers wait for it.
@@ -210,10 +260,10 @@ void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn t
            KernelConfig cfg) {
   Context& ctx = seq.context();
   WorkgroupSpec spec{pick_workgroup(ctx, cfg, 32)};
-  auto desc = make_pipeline_desc(variant("embed", table), weight_bindings(table, 3), sizeof(EmbedPush), spec,
-                                 cfg.required_subgroup_size);
-  const Pipeline& p = ctx.pipelines().get(desc);
   for (const auto& c : table.chunks) {
+    auto desc = make_pipeline_desc(variant("embed", table, c), weight_bindings(table, 3), sizeof(EmbedPush), spec,
+                                   cfg.required_subgroup_size);
+    const Pipeline& p = ctx.pipelines().get(desc);
     EmbedPush push{T, table.K, c.row_begin, c.rows, tok_offset.base, o.offset, o.stride, tok_offset.slot};
     seq.dispatch(p, {in(c.data), in(c.scales), in(tokens), o.out(), tok_offset.binding(tokens)}, push, T, 1, 1, "embed");
   }

@@ -1,0 +1,193 @@
+// Block types read in place in their GGUF layout (included by weights.glsl for WEIGHTS_RAW).
+//
+// q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K and iq4_xs keep the file's bytes on the device: a
+// chunk's rows back to back, each row K / RAW_ELEMS blocks of RAW_BYTES, no padding — so device
+// memory equals file size. A block may therefore start at any even byte (18-, 22-, 110- and
+// 210-byte blocks); the helpers below fetch the 16-byte texels covering a span once and shift
+// the words into place. The host pads each chunk by 32 bytes so the last span's extra texel
+// exists. Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),
+// which computes every value with the same float operations in the same order, so a decoded
+// weight is bit-identical on both sides; `precise` keeps the compiler from fusing a
+// multiply-add into an fma that would round differently.
+//
+// decode_raw(b, s, v, scale): sub-block s (32 values) of the block at byte b; value 4i + c is
+// v[i][c] * scale.
+
+#if defined(WT_Q4_0)
+const uint RAW_ELEMS = 32, RAW_BYTES = 18;
+#elif defined(WT_Q5_0)
+const uint RAW_ELEMS = 32, RAW_BYTES = 22;
+#elif defined(WT_Q5_1)
+const uint RAW_ELEMS = 32, RAW_BYTES = 24;
+#elif defined(WT_Q3_K)
+const uint RAW_ELEMS = 256, RAW_BYTES = 110;
+#elif defined(WT_Q4_K)
+const uint RAW_ELEMS = 256, RAW_BYTES = 144;
+#elif defined(WT_Q5_K)
+const uint RAW_ELEMS = 256, RAW_BYTES = 176;
+#elif defined(WT_Q6_K)
+const uint RAW_ELEMS = 256, RAW_BYTES = 210;
+#elif defined(WT_IQ4_XS)
+const uint RAW_ELEMS = 256, RAW_BYTES = 136;
+#else
+#error "quants.glsl: unknown block type"
+#endif
+const uint RAW_SUBS = RAW_ELEMS / 32;  // 32-value sub-blocks per block
+
+// The 16 bits at byte b (even).
+uint raw_u16(uint b) {
+  const uint w = load_w(b >> 4)[(b >> 2) & 3u];
+  return (b & 2u) != 0 ? w >> 16 : w & 0xffffu;
+}
+float raw_half(uint b) { return unpackHalf2x16(raw_u16(b)).x; }
+
+// Words s .. s+3 of the 8 words (p, q), s in 0..4. Vector selects, not an array indexed by s:
+// CPU rasterizers spill a dynamically indexed local array to memory, which cost q6_K 5x.
+uvec4 window(uvec4 p, uvec4 q, uint s) {
+  return s == 0u ? p : s == 1u ? uvec4(p.yzw, q.x) : s == 2u ? uvec4(p.zw, q.xy) : s == 3u ? uvec4(p.w, q.xyz) : q;
+}
+// The 16 bytes at byte b (even) from the texels (p, q) that cover them, p holding byte b.
+uvec4 span16(uvec4 p, uvec4 q, uint b) {
+  const uint s = (b >> 2) & 3u;
+  const uvec4 lo = window(p, q, s);
+  return (b & 2u) == 0 ? lo : (lo >> 16) | (window(p, q, s + 1) << 16);
+}
+
+// w[i] = the 4 bytes at b + 4i (b even), for 16 and 32 bytes: 2 and 3 texels, each fetched once.
+void raw_words4(uint b, out uint w[4]) {
+  const uvec4 v = span16(load_w(b >> 4), load_w((b >> 4) + 1), b);
+  for (uint i = 0; i < 4; ++i) w[i] = v[i];
+}
+void raw_words8(uint b, out uint w[8]) {
+  const uvec4 a = load_w(b >> 4), c = load_w((b >> 4) + 1), e = load_w((b >> 4) + 2);
+  const uvec4 v0 = span16(a, c, b), v1 = span16(c, e, b);
+  for (uint i = 0; i < 4; ++i) {
+    w[i] = v0[i];
+    w[4 + i] = v1[i];
+  }
+}
+
+// The 4 bytes of a word, and its 8 nibbles as low (bytes' bits 0..3) and high halves.
+uvec4 bytes4(uint w) { return (uvec4(w) >> uvec4(0, 8, 16, 24)) & 0xffu; }
+uvec4 lo4(uint w) { return (uvec4(w) >> uvec4(0, 8, 16, 24)) & 0xfu; }
+uvec4 hi4(uint w) { return (uvec4(w) >> uvec4(4, 12, 20, 28)) & 0xfu; }
+// Bit `bit` of each of the 4 bytes of w.
+uvec4 bit4(uint w, uint bit) { return (uvec4(w) >> (uvec4(0, 8, 16, 24) + bit)) & 1u; }
+// Bits j .. j+3 of x, one per component.
+uvec4 bits_from(uint x, uint j) { return (uvec4(x) >> (uvec4(0, 1, 2, 3) + j)) & 1u; }
+
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+// The 6-bit scale and min of sub-block j from the 12 packed bytes (texel words y, z, w).
+uint k4_byte(uvec4 h, uint i) { return (h[1 + i / 4] >> (8 * (i % 4))) & 0xffu; }
+void k4_scale_min(uvec4 h, uint j, out float sc, out float m) {
+  if (j < 4) {
+    sc = float(k4_byte(h, j) & 63u);
+    m = float(k4_byte(h, j + 4) & 63u);
+  } else {
+    sc = float((k4_byte(h, j + 4) & 0xfu) | ((k4_byte(h, j - 4) >> 6) << 4));
+    m = float((k4_byte(h, j + 4) >> 4) | ((k4_byte(h, j) >> 6) << 4));
+  }
+}
+#endif
+
+#if defined(WT_IQ4_XS)
+const float IQ4NL[16] = float[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+vec4 iq4(uvec4 n) { return vec4(IQ4NL[n.x], IQ4NL[n.y], IQ4NL[n.z], IQ4NL[n.w]); }
+#endif
+
+void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
+#if defined(WT_Q4_0)
+  scale = raw_half(b);
+  uint q[4];
+  raw_words4(b + 2, q);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = vec4(ivec4(lo4(q[i])) - 8);
+    v[4 + i] = vec4(ivec4(hi4(q[i])) - 8);
+  }
+#elif defined(WT_Q5_0)
+  scale = raw_half(b);
+  uint q[8];  // q[0] = qh (bit j: 5th bit of value j), q[1..4] = nibbles
+  raw_words8(b + 2, q);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = vec4(ivec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) - 16);
+    v[4 + i] = vec4(ivec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) - 16);
+  }
+#elif defined(WT_Q5_1)
+  uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
+  raw_words8(b, q);
+  const vec2 dm = unpackHalf2x16(q[0]);
+  scale = 1.0;
+  for (uint i = 0; i < 4; ++i) {
+    precise vec4 a = vec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)) * dm.x + dm.y;
+    precise vec4 c = vec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)) * dm.x + dm.y;
+    v[i] = a;
+    v[4 + i] = c;
+  }
+#elif defined(WT_Q4_K) || defined(WT_Q5_K)
+  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
+  const uvec4 h = load_w(b >> 4);
+  const vec2 dd = unpackHalf2x16(h.x);
+  float sc, m;
+  k4_scale_min(h, s, sc, m);
+  precise float dl = dd.x * sc;
+  precise float ml = dd.y * m;
+  scale = 1.0;
+#if defined(WT_Q4_K)
+  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
+#else
+  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
+  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
+#endif
+  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
+  for (uint i = 0; i < 8; ++i) {
+    const uint w = i < 4 ? q0[i] : q1[i - 4];
+    uvec4 n = (s & 1u) != 0 ? hi4(w) : lo4(w);
+#if defined(WT_Q5_K)
+    n |= bit4(i < 4 ? qh0[i] : qh1[i - 4], s) << 4;
+#endif
+    precise vec4 x = dl * vec4(n) - ml;
+    v[i] = x;
+  }
+#elif defined(WT_Q6_K)
+  const uint n = s / 4, j = s % 4;
+  scale = raw_half(b + 208);
+  const uint sc2 = raw_u16(b + 192 + 8 * n + 2 * j);  // int8 scales of values 0..15 and 16..31
+  const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
+  uint ql[8], qh[8];
+  raw_words8(b + 64 * n + 32 * (j % 2), ql);
+  raw_words8(b + 128 + 32 * n, qh);
+  for (uint i = 0; i < 8; ++i) {
+    const uvec4 lo = (j / 2) != 0 ? hi4(ql[i]) : lo4(ql[i]);
+    const uvec4 hi = (bytes4(qh[i]) >> (2 * j)) & 3u;
+    v[i] = vec4((ivec4(lo | (hi << 4)) - 32) * (i < 4 ? sc0 : sc1));
+  }
+#elif defined(WT_Q3_K)
+  const uint n = s / 4, j = s % 4;
+  uint hm[8], qs[8], sw[4];
+  raw_words8(b, hm);
+  raw_words8(b + 32 + 32 * n, qs);
+  raw_words4(b + 96, sw);  // 12 scale bytes, then d
+  scale = unpackHalf2x16(sw[3]).x;
+  int sc[2];
+  for (uint h = 0; h < 2; ++h) {
+    const uint k = 2 * s + h;
+    const uint lo = k < 8 ? (sw[k / 4] >> (8 * (k % 4))) & 0xfu : (sw[(k - 8) / 4] >> (8 * ((k - 8) % 4) + 4)) & 0xfu;
+    const uint hi = (sw[2] >> (8 * (k % 4) + 2 * (k / 4))) & 3u;
+    sc[h] = int(lo | (hi << 4)) - 32;
+  }
+  for (uint i = 0; i < 8; ++i) {
+    const ivec4 q = ivec4((bytes4(qs[i]) >> (2 * j)) & 3u) - 4 * ivec4(1u - bit4(hm[i], s));
+    v[i] = vec4(q * sc[i / 4]);
+  }
+#elif defined(WT_IQ4_XS)
+  uint hd[4], q[4];  // hd[0] = d | scales_h << 16, hd[1] = scales_l (b is a multiple of 8)
+  raw_words4(b, hd);
+  raw_words4(b + 8 + 16 * s, q);
+  const uint ls = ((hd[1] >> (8 * (s / 2) + 4 * (s % 2))) & 0xfu) | (((hd[0] >> (16 + 2 * s)) & 3u) << 4);
+  scale = unpackHalf2x16(hd[0]).x * float(int(ls) - 32);
+  for (uint i = 0; i < 4; ++i) {
+    v[i] = iq4(lo4(q[i]));
+    v[4 + i] = iq4(hi4(q[i]));
+  }
+#endif
+}

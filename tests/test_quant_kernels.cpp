@@ -1,0 +1,81 @@
+// The block types that stay in their GGUF layout on the device (q4_0, q5_0, q5_1, q3_K, q4_K,
+// q5_K, q6_K, iq4_xs): the matmul against the CPU dequantization (quants.hpp) on random blocks,
+// every kernel variant and weight path, odd row counts and batch sizes; batch invariance; and a
+// stack of tensors of different types as one weight.
+#include <random>
+
+#include "matmul_reference.hpp"
+#include "vk_fixture.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every file block type, path and tile") {
+  struct Shape {
+    uint32_t N, K, B;
+  };
+  // Rows and batch sizes odd and off the tiles; K several blocks (also 17 super-blocks: more than
+  // a subgroup's lanes, fewer than two rounds).
+  const Shape shapes32[] = {{1, 32, 1}, {23, 64, 2}, {37, 2080, 1}, {13, 288, 17}, {67, 96, 3}};
+  const Shape shapes256[] = {{1, 256, 1}, {23, 512, 2}, {37, 256 * 17, 1}, {13, 768, 17}, {67, 256, 3}};
+  const std::vector<KernelConfig> cfgs = matmul_configs(ctx);
+  int i = 0;
+  for (auto t : kFileBlockTypes)
+    for (auto path : {WeightPath::Texel, WeightPath::Storage})
+      for (auto s : weight_type_block(t) == 256 ? std::vector<Shape>(std::begin(shapes256), std::end(shapes256))
+                                                : std::vector<Shape>(std::begin(shapes32), std::end(shapes32))) {
+        CAPTURE(weight_type_name(t));
+        for (int j = 0; j < 3; ++j) {
+          const KernelConfig& c = cfgs[(i++ * 7 + j * 5) % cfgs.size()];
+          run_matmul_case(ctx, t, path, s.N, s.K, s.B, c, (i + j) % 3 == 1, (i + j) % 4 == 2);
+        }
+        // And the configuration the device picks by itself.
+        run_matmul_case(ctx, t, path, s.N, s.K, s.B, {}, false, false);
+      }
+}
+
+TEST_CASE_FIXTURE(VkTest, "matmul over file block types is batch-invariant: bit-identical whatever B") {
+  for (int variant : {-1, 0, 1, 2})
+    for (auto t : kFileBlockTypes)
+      for (auto path : {WeightPath::Texel, WeightPath::Storage}) {
+        if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+        const uint32_t N = 45, K = weight_type_block(t) == 256 ? 512 : 320;
+        auto raw = make_weight(t, N, K, 3);
+        check_batch_invariant(ctx, upload_weight(ctx, t, N, K, raw.data(), path), variant, weight_type_name(t));
+      }
+}
+
+TEST_CASE_FIXTURE(VkTest, "a stack of weights of different types is one matmul over all its rows") {
+  // A Q4_K_M file's q | k | v rows: q4_K, q4_K, q6_K (and q5_0 / q8_0 / f16 fallbacks elsewhere).
+  const uint32_t K = 256;
+  const std::vector<std::pair<WeightType, uint32_t>> parts = {
+      {WeightType::Q4_K, 19}, {WeightType::Q6_K, 7}, {WeightType::F16, 5}, {WeightType::Q8_0, 3}, {WeightType::Q5_0, 11}};
+  for (auto path : {WeightPath::Texel, WeightPath::Storage}) {
+    std::vector<DeviceWeight> ws;
+    std::vector<float> w;
+    for (auto [t, n] : parts) {
+      auto raw = make_weight(t, n, K, n * 7 + uint32_t(t));
+      auto d = dequantize(t, raw, n, K);
+      w.insert(w.end(), d.begin(), d.end());
+      ws.push_back(upload_weight(ctx, t, n, K, raw.data(), path));
+    }
+    const DeviceWeight W = stack_weights(std::move(ws));
+    CHECK(W.N == 45);
+    CHECK(W.chunks.size() == parts.size());
+    for (int variant : {-1, 0, 1, 2}) {
+      if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+      KernelConfig c;
+      c.matmul_rows = variant;
+      for (uint32_t B : {1u, 5u})
+        check_matmul(ctx, WeightType::Q4_K, W, w, B, c, B == 5, true);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "block weights whose rows are not whole blocks are refused") {
+  std::vector<uint8_t> raw(4096);
+  CHECK_THROWS_WITH_AS(upload_weight(ctx, WeightType::Q4_K, 2, 128, raw.data()),
+                       doctest::Contains("multiple of 256"), Error);
+  CHECK_THROWS_WITH_AS(upload_weight(ctx, WeightType::Q5_0, 2, 48, raw.data()),
+                       doctest::Contains("multiple of 32"), Error);
+}
