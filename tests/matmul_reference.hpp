@@ -135,7 +135,7 @@ inline void run_matmul_case(Context& ctx, WeightType t, WeightPath path, uint32_
 // rows per workgroup, batch tile), those the device supports.
 inline std::vector<KernelConfig> matmul_configs(const Context& ctx) {
   std::vector<KernelConfig> cfgs;
-  for (int variant : {0, 1, 2})
+  for (int variant : {0, 1, 2, 3})
     for (uint32_t wg : {32u, 64u, 48u})
       for (int sg : {0, 1})
         for (uint32_t rows : {1u, 4u, 8u})

@@ -41,7 +41,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
 TEST_CASE_FIXTURE(VkTest, "matmul rows are batch-invariant: bit-identical whatever B") {
   // Speculative decoding verifies N tree nodes in one pass and must reproduce one-token decoding
   // exactly; the kernel computes each output row in the same order for every batch size.
-  for (int variant : {-1, 0, 1, 2})
+  for (int variant : {-1, 0, 1, 2, 3})
     for (auto t : {WeightType::F16, WeightType::Q8_0})
       for (auto path : {WeightPath::Texel, WeightPath::Storage}) {
         if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;

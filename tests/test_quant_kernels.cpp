@@ -35,7 +35,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every file block
 }
 
 TEST_CASE_FIXTURE(VkTest, "matmul over file block types is batch-invariant: bit-identical whatever B") {
-  for (int variant : {-1, 0, 1, 2})
+  for (int variant : {-1, 0, 1, 2, 3})
     for (auto t : kFileBlockTypes)
       for (auto path : {WeightPath::Texel, WeightPath::Storage}) {
         if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
@@ -62,7 +62,7 @@ TEST_CASE_FIXTURE(VkTest, "a stack of weights of different types is one matmul o
     const DeviceWeight W = stack_weights(std::move(ws));
     CHECK(W.N == 45);
     CHECK(W.chunks.size() == parts.size());
-    for (int variant : {-1, 0, 1, 2}) {
+    for (int variant : {-1, 0, 1, 2, 3}) {
       if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
       KernelConfig c;
       c.matmul_rows = variant;

@@ -1,0 +1,115 @@
+#version 450
+// y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)] — lanes across output rows, for CPU-like devices.
+//
+// Each invocation owns R output rows and walks all of K in order, BT activation rows at a time.
+// Everything a lane keeps is sized for a CPU rasterizer, where every per-lane value is one SIMD
+// register: R·BT accumulators, one 8-value piece of R weight rows, one piece of x. No subgroup
+// reduction, no shared memory, no divergent loop: every lane walks the same k, so the x fetches
+// are uniform. Weights and x are read through texel views (a storage load on these devices is a
+// bounds-checked per-lane loop). A row's sum runs piece by piece in one order whatever B or the
+// tile is, so results are batch-invariant.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint R = 2;   // rows per invocation
+layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup (gl_WorkGroupID.y tiles B)
+
+#include "weights.glsl"
+
+layout(set = 0, binding = 2) uniform usamplerBuffer x_tex;
+vec4 load_x(uint i) { return uintBitsToFloat(texelFetch(x_tex, int(i))); }
+layout(set = 0, binding = 3, std430) buffer Y { float y[]; };
+layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };
+
+layout(push_constant) uniform Push {
+  uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+} pc;
+
+#if defined(WT_F16) || defined(WT_F32) || defined(WT_Q8_0)
+#define PIECES 1
+// Values 8p .. 8p+7 of a 32-value block (unscaled).
+void load_piece(uint row, uint block, uint kb, uint p, out vec4 lo, out vec4 hi) {
+  const uint t0 = (row * kb + block) * TEXELS_PER_BLOCK;
+#if defined(WT_F32)
+  lo = uintBitsToFloat(load_w(t0 + 2 * p));
+  hi = uintBitsToFloat(load_w(t0 + 2 * p + 1));
+#elif defined(WT_F16)
+  const uvec4 t = load_w(t0 + p);
+  lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+  hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
+#else
+  const uvec4 t = load_w(t0 + p / 2);
+  const uint u = (p & 1u) != 0 ? t.z : t.x, v = (p & 1u) != 0 ? t.w : t.y;
+  lo = vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24);
+  hi = vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24);
+#endif
+}
+#endif
+
+void main() {
+  const uint row0 = gl_GlobalInvocationID.x * R;
+  const uint b0 = gl_WorkGroupID.y * BT;
+  const uint kb = (pc.K + 31) / 32, full = pc.K / 32;
+  uint rows[R];
+  for (uint r = 0; r < R; ++r) rows[r] = min(row0 + r, pc.N - 1);  // clamped: uniform control flow
+  uint xrow[BT];
+  for (uint b = 0; b < BT; ++b) xrow[b] = (pc.x_offset + min(b0 + b, pc.B - 1) * pc.x_stride) / 4;
+
+  float acc[R * BT];
+  for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
+
+  for (uint blk = 0; blk < kb; ++blk) {
+    const bool tail = blk >= full;  // padding past K may hold anything, NaN included
+#ifdef PIECES
+    float part[R * BT];
+    for (uint i = 0; i < R * BT; ++i) part[i] = 0.0;
+    for (uint p = 0; p < 4; ++p) {
+      vec4 wl[R], wh[R];
+      for (uint r = 0; r < R; ++r) load_piece(rows[r], blk, kb, p, wl[r], wh[r]);
+      for (uint b = 0; b < BT; ++b) {
+        vec4 xl = load_x(xrow[b] + blk * 8 + 2 * p), xh = load_x(xrow[b] + blk * 8 + 2 * p + 1);
+        if (tail) {
+          const uint k = blk * 32 + 8 * p;
+          xl = mix(vec4(0.0), xl, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
+          xh = mix(vec4(0.0), xh, lessThan(uvec4(k + 4, k + 5, k + 6, k + 7), uvec4(pc.K)));
+        }
+        for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl) + dot(wh[r], xh);
+      }
+    }
+#if defined(WT_Q8_0)
+    for (uint r = 0; r < R; ++r) {
+      const float sc = load_scale(rows[r] * kb + blk);
+      for (uint b = 0; b < BT; ++b) acc[r * BT + b] += part[r * BT + b] * sc;
+    }
+#else
+    for (uint i = 0; i < R * BT; ++i) acc[i] += part[i];
+#endif
+#else
+    for (uint r = 0; r < R; ++r) {
+      vec4 w[8];
+      float sc;
+      load_block_unscaled(rows[r], blk, kb, w, sc);
+      for (uint b = 0; b < BT; ++b) {
+        float s = 0.0;
+        for (uint i = 0; i < 8; ++i) {
+          vec4 xv = load_x(xrow[b] + blk * 8 + i);
+          if (tail) {
+            const uint k = blk * 32 + 4 * i;
+            xv = mix(vec4(0.0), xv, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
+          }
+          s += dot(w[i], xv);
+        }
+        acc[r * BT + b] += s * sc;
+      }
+    }
+#endif
+  }
+  for (uint r = 0; r < R; ++r)
+    for (uint b = 0; b < BT; ++b) {
+      const uint row = row0 + r, bb = b0 + b;
+      if (row < pc.N && bb < pc.B) {
+        const uint out_row = pc.row_offset + row;
+        const float o = pc.has_bias != 0 ? acc[r * BT + b] + bias[out_row] : acc[r * BT + b];
+        const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
+        y[yi] = pc.accumulate != 0 ? y[yi] + o : o;
+      }
+    }
+}
