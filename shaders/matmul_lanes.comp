@@ -8,9 +8,17 @@
 // are uniform. Weights and x are read through texel views (a storage load on these devices is a
 // bounds-checked per-lane loop). A row's sum runs piece by piece in one order whatever B or the
 // tile is, so results are batch-invariant.
+//
+// Two folds save a dispatch and a round trip through memory each:
+// - NORM: the RMSNorm that feeds this matmul. y = (W · (x ⊙ g)) · rsqrt(mean(x²) + eps): every lane
+//   already fetches all of x, so it sums x² on the way and scales its outputs at the end.
+// - GLU: W is gate rows then up rows (2F); a lane owns R/2 gate rows and the matching up rows
+//   and writes y(B, F) = silu(gate) · up.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint R = 2;   // rows per invocation
 layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup (gl_WorkGroupID.y tiles B)
+layout(constant_id = 3) const bool NORM = false;
+layout(constant_id = 4) const bool GLU = false;
 
 #include "weights.glsl"
 
@@ -18,10 +26,38 @@ layout(set = 0, binding = 2) uniform usamplerBuffer x_tex;
 vec4 load_x(uint i) { return uintBitsToFloat(texelFetch(x_tex, int(i))); }
 layout(set = 0, binding = 3, std430) buffer Y { float y[]; };
 layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };
+layout(set = 0, binding = 5) uniform usamplerBuffer g_tex;  // NORM: the norm's weight (K,)
+vec4 load_g(uint i) { return uintBitsToFloat(texelFetch(g_tex, int(i))); }
 
 layout(push_constant) uniform Push {
   uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+  float eps;
 } pc;
+
+// x(bb, 8p .. 8p+8) of block blk, zero past K (padding may hold anything, NaN included), and
+// with NORM its sum of squares added to ss and the norm's weight applied.
+void load_x8(uint base, uint blk, uint p, bool tail, inout float ss, out vec4 lo, out vec4 hi) {
+  lo = load_x(base + blk * 8 + 2 * p);
+  hi = load_x(base + blk * 8 + 2 * p + 1);
+  vec4 gl = vec4(1.0), gh = vec4(1.0);
+  if (NORM) {
+    gl = load_g(blk * 8 + 2 * p);
+    gh = load_g(blk * 8 + 2 * p + 1);
+  }
+  if (tail) {
+    const uint k = blk * 32 + 8 * p;
+    const bvec4 ml = lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)), mh = lessThan(uvec4(k + 4, k + 5, k + 6, k + 7), uvec4(pc.K));
+    lo = mix(vec4(0.0), lo, ml);
+    hi = mix(vec4(0.0), hi, mh);
+    gl = mix(vec4(0.0), gl, ml);
+    gh = mix(vec4(0.0), gh, mh);
+  }
+  if (NORM) {
+    ss += dot(lo, lo) + dot(hi, hi);
+    lo *= gl;
+    hi *= gh;
+  }
+}
 
 #if defined(WT_F16) || defined(WT_F32) || defined(WT_Q8_0)
 #define PIECES 1
@@ -45,11 +81,16 @@ void load_piece(uint row, uint block, uint kb, uint p, out vec4 lo, out vec4 hi)
 #endif
 
 void main() {
-  const uint row0 = gl_GlobalInvocationID.x * R;
   const uint b0 = gl_WorkGroupID.y * BT;
   const uint kb = (pc.K + 31) / 32, full = pc.K / 32;
+  // Output rows: R of them, or with GLU R/2 gate rows and the up rows F further on.
+  const uint HALF = GLU ? R / 2 : R, n_out = GLU ? pc.N / 2 : pc.N;
+  const uint row0 = gl_GlobalInvocationID.x * HALF;
   uint rows[R];
-  for (uint r = 0; r < R; ++r) rows[r] = min(row0 + r, pc.N - 1);  // clamped: uniform control flow
+  for (uint r = 0; r < R; ++r)  // clamped, not skipped: uniform control flow
+    rows[r] = r < HALF ? min(row0 + r, n_out - 1) : n_out + min(row0 + r - HALF, n_out - 1);
+  float ss[BT];
+  for (uint b = 0; b < BT; ++b) ss[b] = 0.0;
   uint xrow[BT];
   for (uint b = 0; b < BT; ++b) xrow[b] = (pc.x_offset + min(b0 + b, pc.B - 1) * pc.x_stride) / 4;
 
@@ -65,12 +106,8 @@ void main() {
       vec4 wl[R], wh[R];
       for (uint r = 0; r < R; ++r) load_piece(rows[r], blk, kb, p, wl[r], wh[r]);
       for (uint b = 0; b < BT; ++b) {
-        vec4 xl = load_x(xrow[b] + blk * 8 + 2 * p), xh = load_x(xrow[b] + blk * 8 + 2 * p + 1);
-        if (tail) {
-          const uint k = blk * 32 + 8 * p;
-          xl = mix(vec4(0.0), xl, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
-          xh = mix(vec4(0.0), xh, lessThan(uvec4(k + 4, k + 5, k + 6, k + 7), uvec4(pc.K)));
-        }
+        vec4 xl, xh;
+        load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);
         for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl) + dot(wh[r], xh);
       }
     }
@@ -88,26 +125,30 @@ void main() {
       float sc;
       load_block_unscaled(rows[r], blk, kb, w, sc);
       for (uint b = 0; b < BT; ++b) {
-        float s = 0.0;
-        for (uint i = 0; i < 8; ++i) {
-          vec4 xv = load_x(xrow[b] + blk * 8 + i);
-          if (tail) {
-            const uint k = blk * 32 + 4 * i;
-            xv = mix(vec4(0.0), xv, lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)));
-          }
-          s += dot(w[i], xv);
+        float s = 0.0, unused = 0.0;
+        for (uint p = 0; p < 4; ++p) {
+          vec4 xl, xh;
+          if (r == 0) load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);  // x² summed once
+          else load_x8(xrow[b], blk, p, tail, unused, xl, xh);
+          s += dot(w[2 * p], xl) + dot(w[2 * p + 1], xh);
         }
         acc[r * BT + b] += s * sc;
       }
     }
 #endif
   }
-  for (uint r = 0; r < R; ++r)
+  for (uint b = 0; b < BT; ++b) {
+    const float scale = NORM ? inversesqrt(ss[b] / float(pc.K) + pc.eps) : 1.0;
+    for (uint r = 0; r < R; ++r) acc[r * BT + b] *= scale;
+  }
+  for (uint r = 0; r < HALF; ++r)
     for (uint b = 0; b < BT; ++b) {
       const uint row = row0 + r, bb = b0 + b;
-      if (row < pc.N && bb < pc.B) {
+      if (row < n_out && bb < pc.B) {
         const uint out_row = pc.row_offset + row;
-        const float o = pc.has_bias != 0 ? acc[r * BT + b] + bias[out_row] : acc[r * BT + b];
+        float o = acc[r * BT + b];
+        if (GLU) o = o / (1.0 + exp(-o)) * acc[(r + HALF) * BT + b];
+        if (pc.has_bias != 0) o += bias[out_row];
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
         y[yi] = pc.accumulate != 0 ? y[yi] + o : o;
       }

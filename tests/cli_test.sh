@@ -96,6 +96,10 @@ stop=$(printf '%s' "$outa" | /usr/bin/python3 -c 'import json,sys; print(json.lo
 outs=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --steps-per-submit 4 --stop "$stop" --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
 check "--stop ends the output at the first stop token, inside a chained submission" \
   "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1])[\"tokens\"]; b=json.loads(sys.argv[2]); k=a.index(int(sys.argv[3])); assert b[\"tokens\"]==a[:k+1] and b[\"stopped\"], (a, b[\"tokens\"])' \"\$outa\" \"\$outs\" \"\$stop\""
+outauto=$("$vkspec" generate -m "$m" --heads "$H" --strategy auto --budget auto --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "--strategy auto --budget auto tries ar and every strategy, keeps the fastest, emits ar's tokens" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); t=b[\"auto_trials\"]; ran=[x for x in t if not x[\"skipped\"]]; best=max(ran, key=lambda x: x[\"tokens_per_s\"]); assert a[\"tokens\"]==b[\"tokens\"]; assert t[0][\"strategy\"]==\"ar\" and {x[\"strategy\"] for x in t}=={\"ar\",\"single1\",\"single2\",\"route\",\"merge\",\"merge-trie\"}; assert b[\"strategy\"]==best[\"strategy\"] and (best[\"strategy\"]==\"ar\" or b[\"budget\"]==best[\"budget\"]), (b[\"strategy\"], best)' \"\$out7\" \"\$outauto\""
+expect_error "--strategy auto is only for generate" "unknown strategy" bench -m "$m" --strategy auto -n 2
 expect_error "--steps-per-submit 0 is refused" "steps-per-submit must be in 1..64" generate -m "$m" --tokens 1 -n 2 --steps-per-submit 0
 expect_error "--steps-per-submit 65 is refused" "steps-per-submit must be in 1..64" generate -m "$m" --tokens 1 -n 2 --steps-per-submit 65
 expect_error "a stop token outside the vocabulary is refused" "stop token 999 is outside the vocabulary" generate -m "$m" --tokens 1 -n 2 --stop 999

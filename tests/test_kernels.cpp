@@ -51,6 +51,70 @@ TEST_CASE_FIXTURE(VkTest, "matmul rows are batch-invariant: bit-identical whatev
       }
 }
 
+
+TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsnorm, matmul, silu_mul") {
+  // The forward asks the matmul for y = W · rmsnorm(x) and, on gate|up weights, silu(gate) · up.
+  // The lanes kernel (variant 3) computes both inside; the others record rmsnorm and silu_mul
+  // around a plain matmul. Every variant, odd K (a tail block) and odd F, rows off the tiles,
+  // batch invariant, against a double CPU reference.
+  const float eps = 1e-5f;
+  for (auto t : {WeightType::F16, WeightType::Q8_0, WeightType::Q4_K})
+    for (int variant : {0, 1, 2, 3})
+      for (bool glu : {false, true}) {
+        if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+        const uint32_t K = t == WeightType::Q4_K ? 512 : t == WeightType::Q8_0 ? 96 : 83, F = 37,
+                       N = glu ? 2 * F : 29, out = glu ? F : N, xs = round4(K) + 4;
+        CAPTURE(weight_type_name(t));
+        CAPTURE(variant);
+        CAPTURE(glu);
+        auto raw = make_weight(t, N, K, 5);
+        const std::vector<float> w = dequantize(t, raw, N, K);
+        const DeviceWeight W = upload_weight(ctx, t, N, K, raw.data());
+        const uint32_t Bmax = 19;
+        std::vector<float> x(size_t(Bmax) * xs, NAN);  // the stride's slack holds NaN on purpose
+        auto xr = random_floats(size_t(Bmax) * K, 3), g = random_floats(K, 4);
+        for (uint32_t b = 0; b < Bmax; ++b)
+          for (uint32_t k = 0; k < K; ++k) x[size_t(b) * xs + k] = 3.0f * xr[size_t(b) * K + k];
+        // CPU: rmsnorm in double, then the matmul reference, then the GLU.
+        std::vector<float> xn(size_t(Bmax) * K);
+        for (uint32_t b = 0; b < Bmax; ++b) {
+          double ss = 0;
+          for (uint32_t k = 0; k < K; ++k) ss += double(x[size_t(b) * xs + k]) * x[size_t(b) * xs + k];
+          const double s = 1.0 / std::sqrt(ss / K + eps);
+          for (uint32_t k = 0; k < K; ++k) xn[size_t(b) * K + k] = float(x[size_t(b) * xs + k] * s * g[k]);
+        }
+        auto y = matmul_ref(w, xn, Bmax, N, K, K);
+        std::vector<float> ref(size_t(Bmax) * out);
+        for (uint32_t b = 0; b < Bmax; ++b)
+          for (uint32_t j = 0; j < out; ++j) {
+            const double a = y[size_t(b) * N + j];
+            ref[size_t(b) * out + j] = glu ? float(a / (1.0 + std::exp(-a)) * y[size_t(b) * N + F + j]) : float(a);
+          }
+        Buffer xb(ctx, x.size() * 4), gb(ctx, K * 4), scratch(ctx, size_t(Bmax) * (xs + 2 * N) * 4);
+        xb.upload(x);
+        gb.upload(g);
+        std::vector<float> first;
+        for (uint32_t B : {Bmax, 1u, 6u}) {
+          Buffer yb(ctx, size_t(B) * out * 4);
+          Sequence seq(ctx);
+          seq.begin();
+          MatmulArgs a;
+          a.cfg.matmul_rows = variant;
+          a.norm = &gb, a.norm_eps = eps, a.norm_scratch = Mat{&scratch, 0, xs};
+          a.glu = glu, a.glu_scratch = Mat{&scratch, Bmax * xs, round4(N)};
+          matmul(seq, W, Mat{&xb, 0, xs}, Mat{&yb, 0, out}, B, a);
+          seq.run();
+          auto got = yb.read<float>(size_t(B) * out);
+          if (B == Bmax) {
+            check_close(got, ref, 2e-4f * std::sqrt(float(K)), 2e-4f, "folded matmul");
+            first = got;
+          } else {
+            CHECK(std::equal(got.begin(), got.end(), first.begin()));  // batch-invariant, bit for bit
+          }
+        }
+      }
+}
+
 TEST_CASE("matmul splits weights larger than the descriptor range") {
   // A lowered limit stands in for maxStorageBufferRange (128 MiB on lavapipe) so the test stays small.
   ContextOptions o;

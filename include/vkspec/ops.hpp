@@ -102,6 +102,15 @@ struct MatmulArgs {
   const Buffer* bias = nullptr;  // (N,) added to every row
   bool accumulate = false;       // y += W x (fused residual add)
   KernelConfig cfg{};
+  // RMSNorm of x folded in: y = W · rmsnorm(x; norm (K,), norm_eps). Where the device's kernel
+  // cannot fold it, a separate rmsnorm writes x's B rows to norm_scratch first.
+  const Buffer* norm = nullptr;
+  float norm_eps = 0.0f;
+  Mat norm_scratch{};
+  // W is F gate rows then F up rows; y(B, F) = silu(gate) · up. Where the kernel cannot pair the
+  // rows (or W is split in chunks), the 2F rows go to glu_scratch and silu_mul follows. No bias.
+  bool glu = false;
+  Mat glu_scratch{};
 };
 // y(B, N) = x(B, K) · W^T. x.stride and x.offset must be multiples of 4.
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});

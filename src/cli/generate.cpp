@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/session.hpp"
+#include "vkspec/autotune.hpp"
 
 namespace vkspec::cli {
 
@@ -55,10 +56,15 @@ static int run_generate(const std::vector<std::string>& argv) {
   const std::string prompt_file = args.get("f", "");
   const uint32_t n = uint32_t(args.get_uint("n", 128));
   Session s;
-  s.engine.strategy = parse_strategy(args.get("strategy", "ar"));
+  // --strategy auto / --budget auto: measured on this device and prompt (vkspec/autotune.hpp).
+  const std::string strategy_opt = args.get("strategy", "ar");
+  const bool auto_strategy = strategy_opt == "auto";
+  s.engine.strategy = auto_strategy ? Strategy::AR : parse_strategy(strategy_opt);
   const std::string budget_opt = args.get("budget", "8");
   const bool auto_budget = budget_opt == "auto";
-  const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64};
+  const std::vector<uint32_t> candidates =
+      !auto_budget ? std::vector<uint32_t>{} : auto_strategy ? std::vector<uint32_t>{4, 8, 16}
+                                                             : std::vector<uint32_t>{4, 8, 16, 32, 64};
   s.engine.budget = auto_budget ? 8 : uint32_t(parse_uint("budget", budget_opt));
   s.engine.time_kernels = timing;
   s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
@@ -77,25 +83,33 @@ static int run_generate(const std::vector<std::string>& argv) {
   } else {
     throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
   }
-  if (auto_budget && s.engine.strategy != Strategy::AR) {
-    // Like EAGLE's total_token=-1: try each budget on this device with this prompt for a short
-    // run and keep the one with the most tokens per second (tau gained vs verify cost paid).
-    double best = -1;
-    uint32_t choice = candidates.front();
-    for (uint32_t B : candidates) {
-      EngineOptions o = s.engine;
-      o.budget = B;
-      try {
-        Engine trial(*s.ctx, *s.model, s.head1.get(), s.head2.get(), o);
-        GenerateStats st = trial.generate(ids, std::min<uint32_t>(n, 32));
-        std::fprintf(stderr, "budget %3u: tau %.2f, %.1f tokens/s\n", B, st.tau, st.tokens_per_s);
-        if (st.tokens_per_s > best) best = st.tokens_per_s, choice = B;
-      } catch (const Error& e) {
-        std::fprintf(stderr, "budget %3u: skipped (%s)\n", B, e.what());
-      }
+  nlohmann::json auto_json;
+  if (auto_strategy || (auto_budget && s.engine.strategy != Strategy::AR)) {
+    std::vector<Strategy> strategies{s.engine.strategy};
+    if (auto_strategy) {
+      strategies.clear();
+      if (s.head1) strategies.push_back(Strategy::Single1);
+      if (s.head2)
+        for (Strategy x : {Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) strategies.push_back(x);
     }
-    s.engine.budget = choice;
-    std::fprintf(stderr, "--budget auto chose %u per head on %s\n", choice, s.ctx->caps().name.c_str());
+    const std::vector<uint32_t> budgets = auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget};
+    const AutoChoice c = choose_by_trial(
+        *s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine, strategies, budgets, ids, std::min<uint32_t>(n, 32), 2,
+        [&](const AutoTrial& t) {
+          if (!t.skipped.empty())
+            std::fprintf(stderr, "auto: %-10s budget %3u: skipped (%s)\n", strategy_name(t.strategy), t.budget,
+                         t.skipped.c_str());
+          else
+            std::fprintf(stderr, "auto: %-10s budget %3u: tau %.2f, %.1f tokens/s\n", strategy_name(t.strategy), t.budget,
+                         t.tau, t.tokens_per_s);
+        });
+    s.engine = c.options;
+    std::fprintf(stderr, "auto chose %s%s on %s (%.1f tokens/s in the trial; ar %.1f)\n", strategy_name(s.engine.strategy),
+                 s.engine.strategy == Strategy::AR ? "" : (" budget " + std::to_string(s.engine.budget)).c_str(),
+                 s.ctx->caps().name.c_str(), c.tokens_per_s, c.ar_tokens_per_s);
+    for (const AutoTrial& t : c.trials)
+      auto_json.push_back({{"strategy", strategy_name(t.strategy)}, {"budget", t.budget}, {"tau", t.tau},
+                           {"tokens_per_s", t.tokens_per_s}, {"skipped", t.skipped}});
   }
   Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
   std::optional<StreamDecoder> dec;
@@ -113,7 +127,9 @@ static int run_generate(const std::vector<std::string>& argv) {
   if (!json && dec) std::fputs(s.decode(ids).c_str(), stdout);
   GenerateStats st = engine.generate(ids, n, stream);
   if (json) {
-    std::printf("%s\n", stats_json(st, s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    nlohmann::json j = stats_json(st, s);
+    if (!auto_json.is_null()) j["auto_trials"] = auto_json;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
@@ -127,7 +143,7 @@ static int run_generate(const std::vector<std::string>& argv) {
 }
 
 static RegisterCommand reg{"generate",
-                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S] [--heads H1,H2] [--json]"
+                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--heads H1,H2] [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
                            " [--steps-per-submit S] [--stop IDS]",
                            run_generate};

@@ -236,9 +236,10 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   MatmulArgs acc;
   acc.accumulate = true;
   matmul(seq, wo_, att, x, N, acc);
-  rmsnorm(seq, x, post_norm_, xn, N, C, cfg_.rms_eps);
-  matmul(seq, wgu_, xn, gu, N);
-  silu_mul(seq, gu, gu.col(F), act, N, F);
+  MatmulArgs ga;  // post_attention_layernorm and silu(gate) · up folded into the gate|up matmul
+  ga.norm = &post_norm_, ga.norm_eps = cfg_.rms_eps, ga.norm_scratch = xn;
+  ga.glu = true, ga.glu_scratch = gu;
+  matmul(seq, wgu_, x, act, N, ga);
   matmul(seq, wdown_, act, x, N, acc);
   // h goes straight to the verifier's lm_head, no norm (EAGLE-1/2).
   seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);

@@ -1,8 +1,8 @@
-// The verifier forward on Vulkan. Per layer (10 dispatches + 1 copy, whatever N):
-//   rmsnorm → qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k together →
-//   copy k, v rows into the cache →
-//   tree/causal attention → o matmul accumulating into the residual → rmsnorm →
-//   gate|up matmul → silu·mul → down matmul accumulating into the residual.
+// The verifier forward on Vulkan. Per layer (7 dispatches whatever N, where the matmul kernel
+// folds the norms and the GLU; 10 otherwise):
+//   [rmsnorm →] qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k together →
+//   k, v rows into the cache → tree/causal attention → o matmul accumulating into the residual →
+//   [rmsnorm →] gate|up matmul [→ silu·mul] → down matmul accumulating into the residual.
 // Every kernel is batch-invariant, so a row's logits do not depend on N.
 #include "vkspec/model.hpp"
 
@@ -196,10 +196,10 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
   embed(seq, embd_, *a.tokens, a.tok_offset, x, N);
   for (const Layer& L : layers_) {
-    rmsnorm(seq, x, L.attn_norm, xn, N, C, cfg_.rms_eps);
-    MatmulArgs qa;
+    MatmulArgs qa;  // attn_norm folded into the qkv matmul
     qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
-    matmul(seq, L.wqkv, xn, qkv, N, qa);
+    qa.norm = &L.attn_norm, qa.norm_eps = cfg_.rms_eps, qa.norm_scratch = xn;
+    matmul(seq, L.wqkv, x, qkv, N, qa);
     // q and k are adjacent in each qkv row: normalize (Qwen3) and rotate them as H + Hkv heads
     // of width D, one pass each.
     if (cfg_.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg_.rms_eps);
@@ -217,9 +217,10 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     MatmulArgs acc;
     acc.accumulate = true;  // residual add fused into the projection
     matmul(seq, L.wo, att, x, N, acc);
-    rmsnorm(seq, x, L.ffn_norm, xn, N, C, cfg_.rms_eps);
-    matmul(seq, L.wgu, xn, gu, N);
-    silu_mul(seq, gu, gu.col(F), act, N, F);
+    MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
+    ga.norm = &L.ffn_norm, ga.norm_eps = cfg_.rms_eps, ga.norm_scratch = xn;
+    ga.glu = true, ga.glu_scratch = gu;
+    matmul(seq, L.wgu, x, act, N, ga);
     matmul(seq, L.wdown, act, x, N, acc);
   }
   rmsnorm(seq, x, out_norm_, hid, N, C, cfg_.rms_eps);

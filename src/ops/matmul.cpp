@@ -79,6 +79,19 @@ struct MatmulRowsSpec {
 };
 static_assert(sizeof(MatmulRowsSpec) == 12);
 
+// Mirrors matmul_lanes.comp's constants.
+struct MatmulLanesSpec {
+  uint32_t wg, r, bt;
+  uint32_t norm, glu;  // bools as 32-bit
+};
+static_assert(sizeof(MatmulLanesSpec) == 20);
+
+struct MatmulLanesPush {
+  uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+  float eps;
+};
+static_assert(sizeof(MatmulLanesPush) == 44);
+
 struct MatmulPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
 };
@@ -182,31 +195,55 @@ DeviceWeight stack_weights(std::vector<DeviceWeight> parts) {
   return W;
 }
 
+namespace {
+int matmul_variant(const Context& ctx, const KernelConfig& cfg) {
+  // 0 split-K across a workgroup (GPUs), 1 whole rows per invocation, 2 split-K within one
+  // subgroup, 3 lanes across rows with a register tile (matmul_lanes.comp). CPU rasterizers get
+  // 3: at the demo's shapes it runs B = 4..64 rows 2.5-5x faster than 2 (whose per-lane tile of
+  // 16 rows x 4 batch rows x 32 values spills, and whose subgroup reduction costs per output).
+  return cfg.matmul_rows >= 0 ? cfg.matmul_rows : ctx.caps().quirks.single_subgroup_kernels ? 3 : 0;
+}
+}  // namespace
+
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args) {
   Context& ctx = seq.context();
   assert(x.stride % 4 == 0 && x.offset % 4 == 0);
+  assert(!(args.glu && (args.bias || args.accumulate)));
   const KernelConfig& cfg = args.cfg;
+  const int v = matmul_variant(ctx, cfg);
+  const bool fold_norm = args.norm && v == 3, fold_glu = args.glu && v == 3 && W.chunks.size() == 1;
+  if (args.norm && !fold_norm) {
+    rmsnorm(seq, x, *args.norm, args.norm_scratch, B, W.K, args.norm_eps);
+    MatmulArgs rest = args;
+    rest.norm = nullptr;
+    return matmul(seq, W, args.norm_scratch, y, B, rest);
+  }
+  if (args.glu && !fold_glu) {
+    MatmulArgs rest = args;
+    rest.glu = false;
+    matmul(seq, W, x, args.glu_scratch, B, rest);
+    const uint32_t F = W.N / 2;
+    return silu_mul(seq, args.glu_scratch, args.glu_scratch.col(F), y, B, F);
+  }
   const Buffer& bias = args.bias ? *args.bias : W.chunks[0].scales;  // dummy binding when unused
-  // Variant: 0 split-K across a workgroup (GPUs), 1 whole rows per invocation, 2 split-K within
-  // one subgroup, 3 lanes across rows with a register tile (matmul_lanes.comp). CPU rasterizers
-  // get 3: at the demo's shapes it runs B = 4..64 rows 2.5-5x faster than 2 (its per-lane tile of
-  // 16 rows x 4 batch rows x 32 values spills, and its subgroup reduction costs per output).
-  int v = cfg.matmul_rows;
-  if (v < 0) v = ctx.caps().quirks.single_subgroup_kernels ? 3 : 0;
   if (v == 3) {
-    // x always through a texel view: uniform fetches every lane shares.
-    MatmulRowsSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
-                        cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                        cfg.batch_tile ? cfg.batch_tile : (B <= 2 ? std::max(B, 1u) : 4)};
+    // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
+    MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
+                         cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
+                         cfg.batch_tile ? cfg.batch_tile : (B <= 2 ? std::max(B, 1u) : 4), fold_norm, fold_glu};
+    if (fold_glu) spec.r = std::max(2u, spec.r & ~1u);  // gate rows and their up rows in pairs
     auto bindings = weight_bindings(W, 3);
     bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    bindings.push_back(VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
+    const uint32_t lanes_rows = fold_glu ? spec.r / 2 : spec.r;
     for (const auto& c : W.chunks) {
-      auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulPush), spec);
+      auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulLanesPush), spec);
       const Pipeline& p = ctx.pipelines().get(desc);
-      MatmulPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.accumulate ? 1u : 0u,
-                      args.bias ? 1u : 0u};
-      seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias)}, push, groups(c.rows, spec.wg * spec.r),
-                   groups(B, spec.bt), 1, "matmul");
+      MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
+                           args.accumulate ? 1u : 0u, args.bias ? 1u : 0u, args.norm_eps};
+      const uint32_t out_rows = fold_glu ? c.rows / 2 : c.rows;
+      seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(args.norm ? *args.norm : bias)}, push,
+                   groups(out_rows, spec.wg * lanes_rows), groups(B, spec.bt), 1, "matmul");
     }
     return;
   }

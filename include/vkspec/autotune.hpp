@@ -1,0 +1,41 @@
+// Choosing the strategy and budget by what they cost on this device (`--strategy auto`,
+// `--budget auto`). Speculation pays only where a verify pass over a tree costs little more than
+// one token; whether it does depends on the device's matmul at small batch and on how often the
+// heads are right on this text, so the choice is measured, not assumed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vkspec/engine.hpp"
+
+namespace vkspec {
+
+struct AutoTrial {
+  Strategy strategy = Strategy::AR;
+  uint32_t budget = 0;
+  double tau = 0;
+  double tokens_per_s = 0;  // the best of the rounds
+  std::string skipped;      // why the configuration could not run (empty when it ran)
+};
+
+struct AutoChoice {
+  EngineOptions options;  // the base options with the chosen strategy and budget
+  double tokens_per_s = 0;
+  double ar_tokens_per_s = 0;
+  std::vector<AutoTrial> trials;
+};
+
+// Runs every (strategy, budget) candidate, and always `ar`, for n_trial tokens of `prompt`, in
+// `rounds` interleaved rounds (so a slow spell of a shared machine hits every candidate alike),
+// keeps each candidate's best tokens/s and returns the fastest. `ar` is a candidate, so the choice
+// is never one the trial measured slower than plain decoding. Configurations the engine refuses
+// (a budget past the tree kernels' limits, a missing head) are reported in `trials` and skipped.
+AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
+                           const EngineOptions& base, const std::vector<Strategy>& strategies,
+                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& prompt,
+                           uint32_t n_trial = 32, uint32_t rounds = 2,
+                           const std::function<void(const AutoTrial&)>& on_trial = {});
+
+}  // namespace vkspec

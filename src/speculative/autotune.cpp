@@ -1,0 +1,57 @@
+// choose_by_trial: see include/vkspec/autotune.hpp.
+#include "vkspec/autotune.hpp"
+
+#include <algorithm>
+
+#include "vkspec/error.hpp"
+
+namespace vkspec {
+
+AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
+                           const EngineOptions& base, const std::vector<Strategy>& strategies,
+                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& prompt,
+                           uint32_t n_trial, uint32_t rounds, const std::function<void(const AutoTrial&)>& on_trial) {
+  if (budgets.empty()) throw Error("automatic choice: no budget to try");
+  AutoChoice out;
+  auto candidate = [](Strategy s, uint32_t b) {
+    AutoTrial t;
+    t.strategy = s, t.budget = b;
+    return t;
+  };
+  out.trials.push_back(candidate(Strategy::AR, 0));
+  for (Strategy s : strategies) {
+    if (s == Strategy::AR) continue;
+    for (uint32_t b : budgets) out.trials.push_back(candidate(s, b));
+  }
+  rounds = std::max(1u, rounds);
+  for (uint32_t r = 0; r < rounds; ++r)
+    for (AutoTrial& t : out.trials) {
+      if (!t.skipped.empty()) continue;
+      EngineOptions o = base;
+      o.strategy = t.strategy;
+      o.budget = t.strategy == Strategy::AR ? base.budget : t.budget;
+      o.time_kernels = false;
+      try {
+        Engine trial(ctx, verifier, head1, head2, o);
+        const GenerateStats st = trial.generate(prompt, n_trial);
+        t.tau = st.tau;
+        t.tokens_per_s = std::max(t.tokens_per_s, st.tokens_per_s);
+      } catch (const Error& e) {
+        if (t.strategy == Strategy::AR) throw;  // ar always runs, or nothing does
+        t.skipped = e.what();
+      }
+      if (r + 1 == rounds || !t.skipped.empty())
+        if (on_trial) on_trial(t);
+    }
+  const AutoTrial* best = &out.trials.front();
+  for (const AutoTrial& t : out.trials)
+    if (t.skipped.empty() && t.tokens_per_s > best->tokens_per_s) best = &t;
+  out.options = base;
+  out.options.strategy = best->strategy;
+  if (best->strategy != Strategy::AR) out.options.budget = best->budget;
+  out.tokens_per_s = best->tokens_per_s;
+  out.ar_tokens_per_s = out.trials.front().tokens_per_s;
+  return out;
+}
+
+}  // namespace vkspec
