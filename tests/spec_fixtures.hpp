@@ -161,8 +161,8 @@ struct RigOptions {
   uint32_t context = 256, rows = 64;  // KV capacity and rows per pass, verifier and heads
   bool nan_head1 = false;      // write_head(nan): head 1's weights are NaN
   bool poison_output = false;  // write_verifier(poison_output): NaN / +-inf logits
-  KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_one_buffer
-  bool kv_one_buffer = true;
+  KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_streams_per_buffer
+  uint32_t kv_streams_per_buffer = 0;
 };
 
 struct SpecRig {
@@ -183,7 +183,7 @@ struct SpecRig {
     mo.max_rows = o.rows;
     mo.check_finite = !o.poison_output;  // the poisoned rows are meant to reach the kernels
     mo.kv_type = o.kv_type;
-    mo.kv_one_buffer = o.kv_one_buffer;
+    mo.kv_streams_per_buffer = o.kv_streams_per_buffer;
     model = std::make_unique<LlamaModel>(ctx, *file, mo);
     head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, o.context, o.rows, !o.nan_head1);
     head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, o.context, o.rows);

@@ -21,10 +21,10 @@ inline uint32_t pad4(uint32_t n) { return (n + 3) / 4 * 4; }
 struct ModelOptions {
   uint32_t context = 0;    // KV capacity in tokens; 0 = the model's context (2048 if it names none)
   KvType kv_type = KvType::F16;  // the KV cache's values (the draft heads' caches follow it)
-  // All layers' K and V in one device buffer (one commit dispatch for all) when it fits the
-  // storage-buffer range; false forces one buffer per layer's K and per V, the layout used when
-  // it does not fit (tests compare the two).
-  bool kv_one_buffer = true;
+  // At most this many of the cache's 2L streams (each layer's K, each V) per device buffer; 0:
+  // as many as one storage-buffer binding can address (usually all: one commit dispatch for the
+  // whole model; one per buffer otherwise). Tests force small values to check the layouts agree.
+  uint32_t kv_streams_per_buffer = 0;
   uint32_t max_rows = 256;  // rows per forward (prefill chunk, tree size)
   WeightPath weight_path = WeightPath::Auto;
   // Refuse a file with a NaN or Inf weight at load, naming the tensor (one pass at memory speed
@@ -70,8 +70,8 @@ class LlamaModel {
   Mat logits() const { return {&logits_, 0, pad4(cfg_.V)}; }  // (max_rows, V)
   Mat hidden() const { return {&hidden_, 0, pad4(cfg_.C)}; }  // (max_rows, C) after the final norm
   // The KV cache: 2L streams (layer l's K is stream 2l, its V 2l + 1) of `capacity` rows of
-  // kv_row_floats() values each, in kv_type(). Either one buffer holds every stream, stream s
-  // from word s * kv_stream_words() on, or each stream has a buffer of its own.
+  // kv_row_floats() values each, in kv_type(). Each buffer holds a run of whole streams (all of
+  // them when they fit one binding), the i-th of a buffer from word i * kv_stream_words() on.
   const KvLayer& kv_layer(int layer) const { return layers_[layer].kv; }
   const std::vector<Buffer>& kv_buffers() const { return kv_bufs_; }
   uint32_t kv_stream_words() const { return kv_stream_words_; }

@@ -87,8 +87,10 @@ std::vector<float> f32_of(const GgufTensor& t) { return dequantize_tensor(t); }
 class LoadProgress {
  public:
   LoadProgress(bool on, uint64_t total) : on_(on && total >= (uint64_t(256) << 20)), total_(total) {}
-  ~LoadProgress() {
-    if (shown_ && tty_) std::fputc('\n', stderr);
+  ~LoadProgress() {  // the last line says the load finished (the norms are not counted in add())
+    if (shown_)
+      std::fprintf(stderr, "%sloading weights 100%% (%llu/%llu MiB)\n", tty_ ? "\r" : "", (unsigned long long)(total_ >> 20),
+                   (unsigned long long)(total_ >> 20));
   }
   void add(uint64_t bytes) {
     done_ += bytes;
@@ -123,11 +125,15 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   kv_type_ = opts.kv_type;
   if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
     f.fail("head width " + std::to_string(cfg_.D) + " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
-  // Every layer's K and V in one buffer when it fits one binding (one commit dispatch for all).
+  // Words per stream (one layer's K or V), whole 256-byte blocks.
   kv_stream_words_ = uint32_t(std::min<uint64_t>(vkspec::kv_stream_words(cap_, kv_row_words()), UINT32_MAX));
-  const uint64_t streams = 2 * uint64_t(cfg_.L), all_bytes = streams * kv_stream_words_ * 4;
-  const bool one_buffer = opts.kv_one_buffer && all_bytes <= ctx.caps().max_storage_buffer_range &&
-                          streams * kv_stream_words_ * (4 / kv_value_bytes(kv_type_)) <= UINT32_MAX;
+  // As many whole streams per buffer as one binding can address (value offsets in 32 bits).
+  const uint64_t streams = 2 * uint64_t(cfg_.L);
+  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);  // values per u32 word
+  const uint64_t fit = std::min<uint64_t>(ctx.caps().max_storage_buffer_range / 4, UINT32_MAX / per_word) /
+                       std::max<uint64_t>(1, kv_stream_words_);
+  uint64_t per_buffer = std::clamp<uint64_t>(fit, 1, streams);
+  if (opts.kv_streams_per_buffer) per_buffer = std::min<uint64_t>(per_buffer, opts.kv_streams_per_buffer);
   check_device_fits(ctx, f, opts.reserve_bytes);
   if (opts.check_finite)
     for (const GgufTensor& t : f.tensors()) require_finite(t, f.path());
@@ -183,20 +189,16 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     layers_.push_back(std::move(L));
   }
   // The KV cache: stream 2l is layer l's K, 2l + 1 its V.
-  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);  // values per u32 word
-  if (one_buffer) kv_bufs_.emplace_back(ctx, all_bytes);
-  else
-    for (uint64_t s = 0; s < streams; ++s) kv_bufs_.emplace_back(ctx, uint64_t(kv_stream_words_) * 4);
+  kv_bufs_.reserve((streams + per_buffer - 1) / per_buffer);  // KvLayer points into it: no reallocation
+  for (uint64_t s = 0; s < streams; s += per_buffer)
+    kv_bufs_.emplace_back(ctx, std::min(per_buffer, streams - s) * kv_stream_words_ * 4);
   for (int l = 0; l < cfg_.L; ++l) {
     KvLayer& c = layers_[l].kv;
     c.type = kv_type_;
-    if (one_buffer) {
-      c.k = c.v = &kv_bufs_[0];
-      c.k_base = uint32_t(2 * l * uint64_t(kv_stream_words_) * per_word);
-      c.v_base = uint32_t((2 * l + 1) * uint64_t(kv_stream_words_) * per_word);
-    } else {
-      c.k = &kv_bufs_[2 * l], c.v = &kv_bufs_[2 * l + 1];
-    }
+    const uint64_t sk = 2 * uint64_t(l), sv = sk + 1;
+    c.k = &kv_bufs_[sk / per_buffer], c.v = &kv_bufs_[sv / per_buffer];
+    c.k_base = uint32_t(sk % per_buffer * kv_stream_words_ * per_word);
+    c.v_base = uint32_t(sv % per_buffer * kv_stream_words_ * per_word);
   }
   const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv_row_floats());
   const uint64_t R = max_rows_;

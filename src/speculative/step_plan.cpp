@@ -4,10 +4,10 @@
 namespace vkspec::speculative {
 
 void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t) {
-  // Every layer's K and V: one dispatch when they share a buffer, else one per buffer.
-  const std::vector<Buffer>& bufs = m_.kv_buffers();
-  const uint32_t streams = uint32_t(2 * m_.config().L / bufs.size());
-  for (const Buffer& b : bufs) commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), streams, m_.kv_stream_words());
+  // Every layer's K and V: one dispatch per cache buffer (one for the whole model when they fit).
+  const uint64_t stream_bytes = uint64_t(m_.kv_stream_words()) * 4;
+  for (const Buffer& b : m_.kv_buffers())
+    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), uint32_t(b.size() / stream_bytes), m_.kv_stream_words());
 }
 
 StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
