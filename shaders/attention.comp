@@ -19,8 +19,18 @@ layout(constant_id = 2) const uint MAX_DEPTH = 64;  // max tree depth + 1 (chain
 #include "reduce.glsl"
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
+#ifdef KV_F16
+// f16 cache: value pairs packed in u32 words (packHalf2x16, low half = even value).
+layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; };
+float k_at(uint e) { return unpackHalf2x16(kc[e >> 1])[e & 1u]; }
+float v_at(uint e) { return unpackHalf2x16(vc[e >> 1])[e & 1u]; }
+#else
 layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
+float k_at(uint e) { return kc[e]; }
+float v_at(uint e) { return vc[e]; }
+#endif
 layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
 layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
 #define DYN_BINDING 5
@@ -34,6 +44,7 @@ layout(push_constant) uniform Push {
   uint causal;       // 1: rows are a chain (row i's ancestors are rows 0..i); mask unused
   float scale;       // 1/sqrt(D)
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
+  uint k_base, v_base;  // the layer's first K / V value in its buffer
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
@@ -76,9 +87,9 @@ void main() {
     float s = -1.0 / 0.0;
     if (pos < n_keys) {
       const uint slot = pos < t_ctx ? pos : t_ctx + (pc.causal != 0 ? pos - t_ctx : anc[pos - t_ctx]);
-      const uint ko = slot * row_stride + hk * pc.D;
+      const uint ko = pc.k_base + slot * row_stride + hk * pc.D;
       float dotv = 0.0;
-      for (uint d = 0; d < pc.D; ++d) dotv += qs[d] * kc[ko + d];
+      for (uint d = 0; d < pc.D; ++d) dotv += qs[d] * k_at(ko + d);
       s = dotv * pc.scale;
     }
     const float m_new = max(m, wg_max(s));
@@ -95,7 +106,7 @@ void main() {
       for (uint j = 0; j < cnt; ++j) {
         const uint pj = base + j;
         const uint slot = pj < t_ctx ? pj : t_ctx + (pc.causal != 0 ? pj - t_ctx : anc[pj - t_ctx]);
-        a += ps[j] * vc[slot * row_stride + hk * pc.D + d];
+        a += ps[j] * v_at(pc.v_base + slot * row_stride + hk * pc.D + d);
       }
       acc[r] = a;
     }

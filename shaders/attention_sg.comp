@@ -28,18 +28,41 @@ layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divi
 const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
-#ifdef KV_TEXEL
+// load_k / load_v(e, c): values 4c .. 4c+3 of the K / V row beginning at value e, zero past D
+// (a compile-time test once D is specialized, so full vec4s cost nothing extra).
+#if defined(KV_TEXEL) && defined(KV_F16)
+// f16 pairs through RGBA32UI texel views (8 values a texel; D % 8 == 0 and the bases are
+// multiples of 8, so rows start on a texel): half a texel per vec4.
+layout(set = 0, binding = 1) uniform usamplerBuffer k_tex;
+layout(set = 0, binding = 2) uniform usamplerBuffer v_tex;
+vec4 half4(uvec4 t, uint c) {
+  const uvec2 w = (c & 1u) == 0u ? t.xy : t.zw;
+  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+vec4 load_k(uint e, uint c) { return half4(texelFetch(k_tex, int(e / 8 + c / 2)), c); }
+vec4 load_v(uint e, uint c) { return half4(texelFetch(v_tex, int(e / 8 + c / 2)), c); }
+#elif defined(KV_TEXEL)
 // K/V through RGBA32UI texel views (D % 4 == 0, so rows start on a texel): on CPU rasterizers a
 // texel fetch is one 16-byte gather per lane, a storage load a bounds-checked per-component loop.
 layout(set = 0, binding = 1) uniform usamplerBuffer k_tex;
 layout(set = 0, binding = 2) uniform usamplerBuffer v_tex;
 vec4 load_k(uint e, uint c) { return uintBitsToFloat(texelFetch(k_tex, int(e / 4 + c))); }
 vec4 load_v(uint e, uint c) { return uintBitsToFloat(texelFetch(v_tex, int(e / 4 + c))); }
+#elif defined(KV_F16)
+// f16 pairs in u32 words (D even, so a row starts on a word).
+layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; };
+vec4 load_k(uint e, uint c) {
+  const uint w = e / 2 + 2 * c;
+  return vec4(unpackHalf2x16(kc[w]), 4 * c + 2 < D ? unpackHalf2x16(kc[w + 1]) : vec2(0.0));
+}
+vec4 load_v(uint e, uint c) {
+  const uint w = e / 2 + 2 * c;
+  return vec4(unpackHalf2x16(vc[w]), 4 * c + 2 < D ? unpackHalf2x16(vc[w + 1]) : vec2(0.0));
+}
 #else
 layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
-// Any D: component 4c + x of the row beginning at float e, zero past D (a compile-time test
-// once D is specialized, so full vec4s cost nothing extra).
 vec4 load_k(uint e, uint c) {
   vec4 r = vec4(0.0);
   for (uint x = 0; x < 4; ++x)
@@ -66,6 +89,7 @@ layout(push_constant) uniform Push {
   uint causal;       // 1: rows are a chain (row i's keys at t.. are slots t..t+i); mask unused
   float scale;       // 1/sqrt(D)
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
+  uint k_base, v_base;  // the layer's first K / V value in its buffer
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
@@ -133,12 +157,12 @@ void main() {
       if (valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
     }
     if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
-    const uint e = slot * row_stride + kv0;
+    const uint e = slot * row_stride + kv0;  // the row's first value past the layer's base
 
     float s[HPW];
     for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
     for (uint c = 0; c < DV; ++c) {
-      const vec4 k = load_k(e, c);
+      const vec4 k = load_k(pc.k_base + e, c);
       for (uint g = 0; g < HPW; ++g) s[g] += dot(qv[g * DV + c], k);
     }
     float p[HPW];
@@ -151,7 +175,7 @@ void main() {
       for (uint c = 0; c < DV; ++c) acc[g * DV + c] *= corr;
     }
     for (uint c = 0; c < DV; ++c) {
-      const vec4 v = load_v(e, c);
+      const vec4 v = load_v(pc.v_base + e, c);
       for (uint g = 0; g < HPW; ++g) acc[g * DV + c] += p[g] * v;
     }
   }

@@ -3,22 +3,26 @@
 // overlap, so each invocation owns one column and reads all a+1 source values of it before it
 // writes any: no other invocation touches that column, so no barrier is needed and the result
 // does not depend on the order of accepted[] (max_depth + 1 <= kTreeMaxPath rows).
+// Rows are moved as u32 words, so an f32 and an f16 cache (pairs packed in words) are alike.
+// Workgroup row y moves stream y of the buffer — stream s is the row_words-wide rows from word
+// s * stream_words on (every layer's K and V of a model in one buffer: one dispatch for all).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"
 const uint MAXROWS = kTreeMaxPath;
 layout(set = 0, binding = 0, std430) readonly buffer Info { uint info[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Acc { uint accepted[]; };
-layout(set = 0, binding = 2, std430) buffer Cache { float cache[]; };
+layout(set = 0, binding = 2, std430) buffer Cache { uint cache[]; };
 #define DYN_BINDING 3
 #include "dyn.glsl"
-layout(push_constant) uniform Push { uint t, row_floats, t_slot; } pc;
+layout(push_constant) uniform Push { uint t, row_words, t_slot, stream_words; } pc;
 void main() {
   const uint c = gl_GlobalInvocationID.x;
-  if (c >= pc.row_floats) return;
+  if (c >= pc.row_words) return;
+  const uint base = gl_WorkGroupID.y * pc.stream_words + c;
   const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
   const uint t = dyn(pc.t, pc.t_slot);
-  float v[MAXROWS];
-  for (uint e = 0; e < rows; ++e) v[e] = cache[(t + accepted[e]) * pc.row_floats + c];
-  for (uint e = 0; e < rows; ++e) cache[(t + e) * pc.row_floats + c] = v[e];
+  uint v[MAXROWS];
+  for (uint e = 0; e < rows; ++e) v[e] = cache[base + (t + accepted[e]) * pc.row_words];
+  for (uint e = 0; e < rows; ++e) cache[base + (t + e) * pc.row_words] = v[e];
 }

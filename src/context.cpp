@@ -147,8 +147,11 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
 
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);
-  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
-    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) c.device_local_bytes += mem.memoryHeaps[i].size;
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i) {
+    const bool local = mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+    if (local) c.device_local_bytes += mem.memoryHeaps[i].size;
+    c.heaps.push_back({mem.memoryHeaps[i].size, local});
+  }
   for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
     auto f = mem.memoryTypes[i].propertyFlags;
     if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&

@@ -162,6 +162,19 @@ expect_error "perplexity needs a full window" "needs at least one full window: 3
 expect_error "perplexity: a window below 4 is refused" "window 2 must be in 4.." perplexity -m "$m" --tokens "1 2 3" --ctx 2
 expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
 expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1
+# The KV cache: f16 by default, f32 on request, anything else refused naming the option; the
+# memory report counts what each cache type allocates.
+outf=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+outf32=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --kv-type f32 --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "generate --json reports weight, KV and scratch bytes of the verifier and both heads; f32 KV is twice f16" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1])[\"memory\"]; b=json.loads(sys.argv[2])[\"memory\"]; assert a[\"kv_type\"]==\"f16\" and b[\"kv_type\"]==\"f32\" and len(a[\"heads\"])==2 and a[\"verifier\"][\"weight_bytes\"]>0 and a[\"verifier\"][\"scratch_bytes\"]>0 and b[\"verifier\"][\"kv_bytes\"]==2*a[\"verifier\"][\"kv_bytes\"] and b[\"heads\"][0][\"kv_bytes\"]==2*a[\"heads\"][0][\"kv_bytes\"], (a, b)' \"\$outf\" \"\$outf32\""
+outar32=$("$vkspec" generate -m "$m" --kv-type f32 --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "with an f32 KV cache too, merge emits ar's tokens" \
+  "/usr/bin/python3 -c 'import json,sys; assert json.loads(sys.argv[1])[\"tokens\"]==json.loads(sys.argv[2])[\"tokens\"]' \"\$outar32\" \"\$outf32\""
+expect_error "an unknown --kv-type is refused naming the option" "--kv-type expects f32 or f16, got 'q8'" generate -m "$m" --tokens "1 2" -n 2 --kv-type q8
+out=$("$vkspec" devices --json 2>/dev/null)
+check "devices --json lists the memory heaps" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert all(len(x[\"memory_heaps\"])>0 and x[\"memory_heaps\"][0][\"bytes\"]>0 for x in d[\"devices\"])'"
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
 exit $fail

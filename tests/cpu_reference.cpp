@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "tree_order.hpp"
+#include "vkspec/dtype.hpp"
 
 namespace vkspec::test {
 
@@ -68,7 +69,7 @@ std::vector<float> load(const GgufFile& f, const std::string& name) {
 
 uint32_t argmax(std::span<const float> x) { return order_argmax(x); }
 
-CpuReference::CpuReference(const GgufFile& f, int max_ctx) : cfg_(read_llama_config(f)) {
+CpuReference::CpuReference(const GgufFile& f, int max_ctx, bool kv_f16) : cfg_(read_llama_config(f)), kv_f16_(kv_f16) {
   cap_ = max_ctx > 0 ? max_ctx : cfg_.ctx;
   embd_ = load(f, "token_embd.weight");
   norm_ = load(f, "output_norm.weight");
@@ -158,6 +159,8 @@ CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens, std
       }
       rope(qi, H, D, positions[i], cfg_, rope_freqs_);
       rope(ki, Hkv, D, positions[i], cfg_, rope_freqs_);
+      if (kv_f16_)
+        for (int x = 0; x < KVD; ++x) ki[x] = f16_to_f32(f32_to_f16(ki[x])), vi[x] = f16_to_f32(f32_to_f16(vi[x]));
     }
     for (int i = 0; i < N; ++i) {
       for (int h = 0; h < H; ++h) {

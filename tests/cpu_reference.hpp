@@ -17,8 +17,9 @@ namespace vkspec::test {
 
 class CpuReference {
  public:
-  // max_ctx: KV cache capacity in rows (0 = the model's context length).
-  explicit CpuReference(const GgufFile& f, int max_ctx = 0);
+  // max_ctx: KV cache capacity in rows (0 = the model's context length). kv_f16: K and V are
+  // rounded through f16 as they enter the cache, as the model's default f16 cache stores them.
+  explicit CpuReference(const GgufFile& f, int max_ctx = 0, bool kv_f16 = true);
 
   struct Output {
     std::vector<float> logits;  // (N, V)
@@ -57,6 +58,7 @@ class CpuReference {
   LlamaConfig cfg_;
   int cap_ = 0;
   int t_ = 0;
+  bool kv_f16_ = true;
   std::vector<float> embd_;   // (V, C)
   std::vector<float> out_;    // (V, C); empty when tied
   std::vector<float> norm_;   // (C)

@@ -50,9 +50,9 @@ inline std::vector<float> uniform(size_t n, std::mt19937& rng, float a) {
 // 3 and 40 NaN, row 7 / row 11 with one +inf / -inf weight (a logit of +-inf by the sign of the
 // hidden state's first entry), what a broken checkpoint gives the verifier's argmax.
 inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2,
-                                  bool poison_output = false) {
+                                  bool poison_output = false, int context_length = 512) {
   LlamaConfig cfg;
-  cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = 512;
+  cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = context_length;
   std::mt19937 rng(seed);
   GgufWriter w;
   add_llama_metadata(w, cfg, "spec-test");
@@ -161,6 +161,8 @@ struct RigOptions {
   uint32_t context = 256, rows = 64;  // KV capacity and rows per pass, verifier and heads
   bool nan_head1 = false;      // write_head(nan): head 1's weights are NaN
   bool poison_output = false;  // write_verifier(poison_output): NaN / +-inf logits
+  KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_streams_per_buffer
+  uint32_t kv_streams_per_buffer = 0;
 };
 
 struct SpecRig {
@@ -180,6 +182,8 @@ struct SpecRig {
     mo.context = o.context;
     mo.max_rows = o.rows;
     mo.check_finite = !o.poison_output;  // the poisoned rows are meant to reach the kernels
+    mo.kv_type = o.kv_type;
+    mo.kv_streams_per_buffer = o.kv_streams_per_buffer;
     model = std::make_unique<LlamaModel>(ctx, *file, mo);
     head1 = std::make_unique<EagleHead>(ctx, h1.path, *model, o.context, o.rows, !o.nan_head1);
     head2 = std::make_unique<EagleHead>(ctx, h2.path, *model, o.context, o.rows);

@@ -6,6 +6,9 @@
 // position). GQA and plain heads, odd D, D = 256, t = 0, deep trees, padded strides and offsets.
 #include <cstring>
 
+#include "vkspec/dtype.hpp"
+#include "vkspec/model.hpp"
+
 #include "vk_fixture.hpp"
 
 using namespace vkspec;
@@ -74,10 +77,11 @@ constexpr float kSentinel = 12345.0f;  // o is pre-filled with it: writes outsid
 
 // Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o and
 // checks that nothing outside o's rows was written.
+// `kv`: the caches' type and where the layer starts in them (kv.k / kv.v are ignored: kb, vb).
 std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t N, uint32_t t, uint32_t H,
                                  uint32_t Hkv, uint32_t D, const std::vector<float>& q, const Buffer& kb,
                                  const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
-                                 const Layout& L) {
+                                 const Layout& L, const KvLayer& kv = {}) {
   const uint32_t HD = H * D, qs = HD + L.q_pad, os = HD + L.o_pad;
   std::vector<float> qp(L.q_offset + size_t(N) * qs, -7.0f);
   for (uint32_t i = 0; i < N; ++i) std::memcpy(&qp[L.q_offset + size_t(i) * qs], &q[size_t(i) * HD], HD * 4);
@@ -93,6 +97,7 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
   a.q = Mat{&qb, L.q_offset, qs};
   a.o = Mat{&ob, L.o_offset, os};
   a.k_cache = &kb, a.v_cache = &vb;
+  a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
   a.causal = mask.empty();
   if (!a.causal) a.mask = &mb, a.mask_offset = L.mask_offset, a.mask_words = words;
   Sequence seq(ctx);
@@ -268,5 +273,108 @@ TEST_CASE_FIXTURE(VkTest, "subgroup attention at every subgroup size the device 
     auto one = run_attention(ctx, cfg, 1, t + P - 1, H, Hkv, D, q1, k2, v2, {}, 0, {});
     CHECK_MESSAGE(std::memcmp(one.data(), &out[size_t(i) * HD], HD * 4) == 0,
                   what << ": node " << i << " differs from one-token decoding");
+  }
+}
+
+namespace {
+// f32 values → f16 pairs in u32 words (low half first), as kv_write stores them.
+std::vector<uint32_t> pack_f16(const std::vector<float>& x) {
+  std::vector<uint32_t> w(x.size() / 2);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_f16(x[2 * i]) | uint32_t(f32_to_f16(x[2 * i + 1])) << 16;
+  return w;
+}
+std::vector<float> round_f16(std::vector<float> x) {
+  for (float& v : x) v = f16_to_f32(f32_to_f16(v));
+  return x;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "kv_write into an f16 cache at a layer's offset equals the CPU rounding, nothing else written") {
+  const uint32_t N = 5, kv = 66, stride = 300, k_col = 11, v_col = 11 + kv + 3, cap = 40, slot = 23;
+  // Four streams of one buffer, as a model lays out two layers: K into stream 1, V into stream 3.
+  const uint32_t sw = uint32_t(kv_stream_words(cap, kv / 2));
+  auto src = random_floats(size_t(N) * stride, 7, -3, 3);
+  src[k_col] = 1.0f + 1.0f / 2048;            // a tie: rounds to even (1.0)
+  src[k_col + 1] = 1.0f + 3.0f / 2048;        // a tie: rounds to even (1 + 2/1024)
+  src[v_col] = 70000.0f;                      // past the largest half: inf
+  src[stride + v_col + 1] = 1e-6f;            // a subnormal half
+  Buffer sb(ctx, src.size() * 4), cb(ctx, size_t(4) * sw * 4);
+  sb.upload(src);
+  const std::vector<uint32_t> junk(size_t(4) * sw, 0xdeadbeefu);
+  cb.upload(junk);
+  KvLayer layer{&cb, &cb, 2 * sw, 2 * 3 * sw, KvType::F16};
+  Sequence seq(ctx);
+  seq.begin();
+  kv_write(seq, Mat{&sb, 0, stride}, k_col, v_col, N, kv, layer, slot);
+  seq.run();
+  auto want = junk;
+  for (uint32_t r = 0; r < N; ++r) {
+    const auto k = pack_f16(std::vector<float>(&src[r * stride + k_col], &src[r * stride + k_col + kv]));
+    const auto v = pack_f16(std::vector<float>(&src[r * stride + v_col], &src[r * stride + v_col + kv]));
+    std::copy(k.begin(), k.end(), want.begin() + sw + size_t(slot + r) * (kv / 2));
+    std::copy(v.begin(), v.end(), want.begin() + 3 * sw + size_t(slot + r) * (kv / 2));
+  }
+  const auto got = cb.read<uint32_t>(want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+  CHECK_MESSAGE(bad == 0, bad << " words differ from the CPU's f16 rounding (or were written outside the rows)");
+  CHECK((got[sw + slot * (kv / 2)] & 0xffff) == 0x3c00u);             // 1 + 2^-11 → 1.0
+  CHECK((got[3 * sw + slot * (kv / 2)] & 0xffff) == 0x7c00u);         // 70000 → inf
+  CHECK(decode_kv({got[sw + slot * (kv / 2)]}, KvType::F16)[1] == 1.0f + 2.0f / 1024);
+}
+
+TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equals the reference over f16-rounded K/V") {
+  struct Case {
+    uint32_t N, t, H, Hkv, D;
+  };
+  // D = 32, 64: texel views possible (D % 8 == 0); D = 6: the last vec4 half past D; D = 12: no texel.
+  const Case cases[] = {{5, 3, 4, 2, 32}, {23, 70, 8, 4, 64}, {7, 1, 6, 2, 6}, {9, 40, 4, 4, 12}, {3, 130, 2, 1, 128}};
+  for (const auto& c : cases) {
+    const uint32_t cap = c.t + c.N + 16, row = c.Hkv * c.D, words = (c.N + 31) / 32, HD = c.H * c.D;
+    // K of the layer in stream 1 and V in stream 2 of one buffer (values = 2 per word).
+    const uint32_t sw = uint32_t(kv_stream_words(cap, row / 2));
+    Tree tree = random_tree(c.N, c.N * 5 + c.t, true);
+    const auto kc = round_f16(random_floats(size_t(cap) * row, c.t + 4, -2, 2));
+    const auto vc = round_f16(random_floats(size_t(cap) * row, c.t + 5));
+    auto q = random_floats(size_t(c.N) * HD, c.t + 6, -2, 2);
+    auto mask = tree.mask_bits(words);
+    std::vector<uint32_t> buf(size_t(3) * sw, 0x7e007e00u);  // NaN halves: a stray read shows
+    const auto kw = pack_f16(kc), vw = pack_f16(vc);
+    std::copy(kw.begin(), kw.end(), buf.begin() + sw);
+    std::copy(vw.begin(), vw.end(), buf.begin() + 2 * sw);
+    Buffer cb(ctx, buf.size() * 4);
+    cb.upload(buf);
+    const KvLayer layer{&cb, &cb, 2 * sw, 4 * sw, KvType::F16};
+
+    std::vector<float> ref;
+    for (uint32_t i = 0; i < c.N; ++i) {
+      std::vector<uint32_t> slots;
+      for (uint32_t s = 0; s < c.t; ++s) slots.push_back(s);
+      for (int j : tree.path_to(int(i))) slots.push_back(c.t + uint32_t(j));
+      auto o = attend_ref(&q[size_t(i) * HD], kc, vc, slots, c.H, c.Hkv, c.D);
+      ref.insert(ref.end(), o.begin(), o.end());
+    }
+    for (const auto& v : variants(64, c.H, c.Hkv, c.D)) {
+      const std::string what = std::string(v.name) + " f16 N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) +
+                               " D=" + std::to_string(c.D);
+      CAPTURE(what);
+      auto out = run_attention(ctx, v.cfg, c.N, c.t, c.H, c.Hkv, c.D, q, cb, cb, mask, words, {}, layer);
+      check_close(out, ref, 2e-5f, 1e-4f, what);
+      // The deepest node against one-token decoding of its path laid out at t.. (what commit does).
+      const uint32_t i = c.N - 1;
+      const auto path = tree.path_to(int(i));
+      const uint32_t P = uint32_t(path.size());
+      auto buf2 = buf;
+      for (uint32_t e = 0; e < P; ++e)
+        for (uint32_t s : {sw, 2 * sw})
+          std::copy_n(buf.begin() + s + size_t(c.t + path[e]) * (row / 2), row / 2,
+                      buf2.begin() + s + size_t(c.t + e) * (row / 2));
+      Buffer cb2(ctx, buf2.size() * 4);
+      cb2.upload(buf2);
+      std::vector<float> q1(&q[size_t(i) * HD], &q[size_t(i + 1) * HD]);
+      auto one = run_attention(ctx, v.cfg, 1, c.t + P - 1, c.H, c.Hkv, c.D, q1, cb2, cb2, {}, 0, {}, layer);
+      CHECK_MESSAGE(std::memcmp(one.data(), &out[size_t(i) * HD], HD * 4) == 0,
+                    what << ": node " << i << " differs from one-token decoding");
+    }
   }
 }

@@ -4,6 +4,7 @@
 
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
+#include "vkspec/dtype.hpp"
 #include "vkspec/eagle_head.hpp"
 #include "vkspec/safetensors.hpp"
 
@@ -14,7 +15,8 @@ namespace {
 
 // h(N, C) and logits(N, V) of the head over a causal chain at positions 0..N-1.
 void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, const std::vector<uint32_t>& toks,
-              const std::vector<float>& feats, std::vector<float>& h_out, std::vector<float>& logits) {
+              const std::vector<float>& feats, std::vector<float>& h_out, std::vector<float>& logits,
+              bool kv_f16 = false) {
   auto st = SafetensorsFile::open(dir + "/model.safetensors");
   auto W = [&](const std::string& n) { return st.tensors().at(n).to_f32(); };
   const int C = vc.C, H = vc.H, Hkv = vc.Hkv, D = vc.D, N = int(toks.size());
@@ -51,6 +53,8 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
     auto q = mv(wq, x, H * D, C), k = mv(wk, x, Hkv * D, C), v = mv(wv, x, Hkv * D, C);
     rot(q, H, t);
     rot(k, Hkv, t);
+    if (kv_f16)  // the cache stores K and V rounded to f16
+      for (int d = 0; d < Hkv * D; ++d) k[d] = f16_to_f32(f32_to_f16(float(k[d]))), v[d] = f16_to_f32(f32_to_f16(float(v[d])));
     K.push_back(k);
     Vv.push_back(v);
     std::vector<double> att(H * D);
@@ -89,40 +93,47 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
   TempFile vf("head_verifier.gguf");
   LlamaConfig vc = write_verifier(vf.path, 7, 1.0f);
   GgufFile g = GgufFile::open(vf.path);
-  ModelOptions mo;
-  mo.context = 64;
-  mo.max_rows = 16;
-  LlamaModel model(ctx, g, mo);
   TempDir hd("head_rand");
   write_head(hd.path, vc, vf.path, 11, 0);
-  EagleHead head(ctx, hd.path, model, 64, 16);
+  // The head's cache takes the verifier's type: f32, and f16 against a reference that rounds
+  // K and V through f16 as they enter the cache.
+  for (const KvType kv : {KvType::F32, KvType::F16}) {
+    CAPTURE(kv_type_name(kv));
+    ModelOptions mo;
+    mo.context = 64;
+    mo.max_rows = 16;
+    mo.kv_type = kv;
+    LlamaModel model(ctx, g, mo);
+    EagleHead head(ctx, hd.path, model, 64, 16);
+    CHECK(head.kv_type() == kv);
 
-  const uint32_t N = 9, C = uint32_t(vc.C);
-  std::vector<uint32_t> toks;
-  for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
-  auto feats = random_floats(size_t(N) * C, 5);
-  std::vector<int32_t> pos(N);
-  for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
-  Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
-  tb.upload(toks);
-  fb.upload(feats);
-  pb.upload(pos);
-  Sequence seq(ctx);
-  seq.begin();
-  EagleHead::ForwardArgs a;
-  a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
-  head.forward(seq, a);
-  seq.run();
-  std::vector<float> h_ref, l_ref, h_got, l_got;
-  head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref);
-  for (uint32_t r = 0; r < N; ++r) {
-    auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
-    auto l = head.logits().buf->read<float>(vc.V, size_t(r) * head.logits().stride * 4);
-    h_got.insert(h_got.end(), h.begin(), h.end());
-    l_got.insert(l_got.end(), l.begin(), l.end());
+    const uint32_t N = 9, C = uint32_t(vc.C);
+    std::vector<uint32_t> toks;
+    for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
+    auto feats = random_floats(size_t(N) * C, 5);
+    std::vector<int32_t> pos(N);
+    for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
+    Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
+    tb.upload(toks);
+    fb.upload(feats);
+    pb.upload(pos);
+    Sequence seq(ctx);
+    seq.begin();
+    EagleHead::ForwardArgs a;
+    a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
+    head.forward(seq, a);
+    seq.run();
+    std::vector<float> h_ref, l_ref, h_got, l_got;
+    head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref, kv == KvType::F16);
+    for (uint32_t r = 0; r < N; ++r) {
+      auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
+      auto l = head.logits().buf->read<float>(vc.V, size_t(r) * head.logits().stride * 4);
+      h_got.insert(h_got.end(), h.begin(), h.end());
+      l_got.insert(l_got.end(), l.begin(), l.end());
+    }
+    check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden");
+    check_close(l_got, l_ref, 1e-3f, 1e-4f, "head logits");
   }
-  check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden");
-  check_close(l_got, l_ref, 1e-3f, 1e-4f, "head logits");
 }
 
 TEST_CASE_FIXTURE(VkTest, "a head that does not fit the verifier is refused with the reason") {

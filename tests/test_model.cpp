@@ -2,7 +2,9 @@
 // small models (odd sizes, GQA and not, f32/f16/q8_0) and the real pretrained stories260K.
 #include "cpu_reference.hpp"
 #include "gguf_test_util.hpp"
+#include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
+#include "vkspec/engine.hpp"
 #include "vkspec/gguf_writer.hpp"
 #include "vkspec/llama2c.hpp"
 #include "vkspec/model.hpp"
@@ -44,30 +46,38 @@ GpuRun gpu_chain(LlamaModel& m, const std::vector<uint32_t>& tokens, uint32_t t,
   return r;
 }
 
+// `tol` for an f32 KV cache, where only f32 summation order differs. With the f16 cache both
+// sides round K and V through f16, but a value within an f32 rounding of a half-way point may
+// round to neighbouring halves (a relative 2^-11 step of that one element), so the bound is looser.
 void compare_model(Context& ctx, const std::string& path, const std::string& what, float tol) {
   GgufFile g = GgufFile::open(path);
-  CpuReference ref(g, 64);
-  ModelOptions mo;
-  mo.context = 64;
-  mo.max_rows = 16;
-  for (auto wp : {WeightPath::Storage, WeightPath::Texel}) {
-    mo.weight_path = wp;
-    LlamaModel m(ctx, g, mo);
-    const uint32_t V = uint32_t(m.config().V);
-    std::vector<uint32_t> prompt;
-    for (int i = 0; i < 9; ++i) prompt.push_back(uint32_t((i * 37 + 5) % V));
-    ref.reset();
-    auto r0 = ref.forward(prompt);
-    auto g0 = gpu_chain(m, prompt, 0);
-    check_close(g0.logits, r0.logits, tol, tol, what + " prefill logits");
-    check_close(g0.hidden, r0.hidden, tol, tol, what + " prefill hidden");
-    uint32_t t = uint32_t(prompt.size());
-    for (int step = 0; step < 3; ++step) {
-      std::vector<uint32_t> tok = {uint32_t((step * 11 + 3) % V)};
-      auto r1 = ref.forward(tok);
-      auto g1 = gpu_chain(m, tok, t);
-      check_close(g1.logits, r1.logits, tol, tol, what + " step " + std::to_string(step) + " logits");
-      ++t;
+  for (const KvType kv : {KvType::F32, KvType::F16}) {
+    CpuReference ref(g, 64, kv == KvType::F16);
+    const float t_kv = kv == KvType::F16 ? std::max(tol, 3e-3f) : tol;
+    const std::string w = what + " (" + kv_type_name(kv) + " KV)";
+    ModelOptions mo;
+    mo.context = 64;
+    mo.max_rows = 16;
+    mo.kv_type = kv;
+    for (auto wp : {WeightPath::Storage, WeightPath::Texel}) {
+      mo.weight_path = wp;
+      LlamaModel m(ctx, g, mo);
+      const uint32_t V = uint32_t(m.config().V);
+      std::vector<uint32_t> prompt;
+      for (int i = 0; i < 9; ++i) prompt.push_back(uint32_t((i * 37 + 5) % V));
+      ref.reset();
+      auto r0 = ref.forward(prompt);
+      auto g0 = gpu_chain(m, prompt, 0);
+      check_close(g0.logits, r0.logits, t_kv, t_kv, w + " prefill logits");
+      check_close(g0.hidden, r0.hidden, t_kv, t_kv, w + " prefill hidden");
+      uint32_t t = uint32_t(prompt.size());
+      for (int step = 0; step < 3; ++step) {
+        std::vector<uint32_t> tok = {uint32_t((step * 11 + 3) % V)};
+        auto r1 = ref.forward(tok);
+        auto g1 = gpu_chain(m, tok, t);
+        check_close(g1.logits, r1.logits, t_kv, t_kv, w + " step " + std::to_string(step) + " logits");
+        ++t;
+      }
     }
   }
 }
@@ -141,4 +151,30 @@ TEST_CASE_FIXTURE(VkTest, "verifier on stories260K: logits match and 200 greedy 
     got.push_back(vkspec::test::argmax(r.logits));
   }
   CHECK(got == want);
+}
+
+TEST_CASE_FIXTURE(VkTest, "context: the default is the model's whole context; a prompt filling it prefills in chunks") {
+  // A context above the old 2048 default cap; the prompt is ten times the rows of a pass.
+  TempFile gguf("long_ctx.gguf");
+  const int ctx_len = 2600;
+  write_verifier(gguf.path, 5, 0.5f, 96, 32, 2, false, ctx_len);
+  GgufFile g = GgufFile::open(gguf.path);
+  ModelOptions mo;
+  mo.max_rows = 256;
+  LlamaModel m(ctx, g, mo);
+  CHECK(m.capacity() == uint32_t(ctx_len));
+  CHECK(m.kv_type() == KvType::F16);
+  CHECK(m.kv_bytes() >= 2ull * 2 * ctx_len * m.kv_row_floats() * 2);
+  std::mt19937 rng(3);
+  std::vector<uint32_t> prompt(ctx_len - 12);
+  for (auto& t : prompt) t = rng() % 96;
+  Engine e(ctx, m, nullptr, nullptr, EngineOptions{});
+  // ar's slack is 3 slots (the root and two spare), so 12 - 3 new tokens fill the context ...
+  const GenerateStats st = e.generate(prompt, 9);
+  REQUIRE(st.tokens.size() == 9);
+  // ... and one more is refused, naming the context.
+  CHECK_THROWS_WITH_AS(e.generate(prompt, 10), doctest::Contains("does not fit the context of 2600"), Error);
+  // The same continuation from the CPU reference (K/V rounded through f16 like the cache).
+  CpuReference ref(g, ctx_len);
+  CHECK(ref.greedy(prompt, 4) == std::vector<uint32_t>(st.tokens.begin(), st.tokens.begin() + 4));
 }

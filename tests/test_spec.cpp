@@ -15,8 +15,11 @@ namespace {
 
 // The rigs of this file: a 2-layer V96 verifier, heads by mode and noise (spec_fixtures.hpp).
 struct Rig : SpecRig {
-  Rig(Context& ctx, const std::string& name, float mix, int mode1, int mode2, float noise1, float noise2)
-      : SpecRig(ctx, name, {.mix = mix, .mode1 = mode1, .mode2 = mode2, .noise1 = noise1, .noise2 = noise2}) {}
+  Rig(Context& ctx, const std::string& name, float mix, int mode1, int mode2, float noise1, float noise2,
+      KvType kv_type = KvType::F16, uint32_t kv_streams_per_buffer = 0)
+      : SpecRig(ctx, name,
+                {.mix = mix, .mode1 = mode1, .mode2 = mode2, .noise1 = noise1, .noise2 = noise2, .kv_type = kv_type,
+                 .kv_streams_per_buffer = kv_streams_per_buffer}) {}
 };
 
 std::vector<std::vector<uint32_t>> prompts(int n, uint32_t V) {
@@ -78,29 +81,49 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar when heads agree o
 }
 
 TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps equals the one ar builds") {
-  Rig rig(ctx, "spec_kv", 0.3f, 2, 2, 0.02f, 0.05f);
-  const std::vector<uint32_t> prompt = {5, 17, 3, 44};
-  EngineOptions ao;
-  Engine ar(ctx, *rig.model, nullptr, nullptr, ao);
-  ar.generate(prompt, 40);
-  const uint32_t rows = 4 + 38;  // positions certainly committed by both runs
-  const uint32_t kv = rig.model->kv_row_floats();
-  std::vector<std::vector<float>> ref;
-  for (int l = 0; l < rig.cfg.L; ++l) {
-    ref.push_back(rig.model->k_cache(l).read<float>(size_t(rows) * kv));
-    ref.push_back(rig.model->v_cache(l).read<float>(size_t(rows) * kv));
-  }
-  EngineOptions o;
-  o.strategy = Strategy::Merge;
-  o.depth = 4, o.topk = 3, o.budget = 6;
-  Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
-  GenerateStats st = e.generate(prompt, 40);
-  CHECK(st.tau > 1.5);  // multi-token commits happened
-  for (int l = 0; l < rig.cfg.L; ++l) {
-    auto k = rig.model->k_cache(l).read<float>(size_t(rows) * kv);
-    auto v = rig.model->v_cache(l).read<float>(size_t(rows) * kv);
-    CHECK_MESSAGE(std::memcmp(k.data(), ref[2 * l].data(), k.size() * 4) == 0, "K cache of layer " << l << " differs");
-    CHECK_MESSAGE(std::memcmp(v.data(), ref[2 * l + 1].data(), v.size() * 4) == 0, "V cache of layer " << l << " differs");
+  // Both cache types and three layouts of the 2L = 4 streams: all in one buffer (one commit
+  // dispatch for the model), 3 + 1 streams in two buffers, one buffer per stream.
+  struct Layout {
+    KvType type;
+    uint32_t per_buffer;
+    size_t buffers;
+  };
+  std::vector<uint32_t> ar_f16;
+  for (const Layout lay : {Layout{KvType::F16, 0, 1}, Layout{KvType::F32, 1, 4}, Layout{KvType::F16, 1, 4},
+                           Layout{KvType::F16, 3, 2}}) {
+    CAPTURE(kv_type_name(lay.type));
+    CAPTURE(lay.per_buffer);
+    Rig rig(ctx, "spec_kv", 0.3f, 2, 2, 0.02f, 0.05f, lay.type, lay.per_buffer);
+    REQUIRE(rig.cfg.L == 2);
+    CHECK(rig.model->kv_buffers().size() == lay.buffers);
+    CHECK(rig.model->kv_bytes() >= 2ull * rig.cfg.L * rig.model->capacity() * rig.model->kv_row_floats() *
+                                       kv_value_bytes(lay.type));
+    const std::vector<uint32_t> prompt = {5, 17, 3, 44};
+    EngineOptions ao;
+    Engine ar(ctx, *rig.model, nullptr, nullptr, ao);
+    const std::vector<uint32_t> toks = ar.generate(prompt, 40).tokens;
+    // The layout changes where rows live, never what is computed: ar's tokens are the same.
+    if (lay.type == KvType::F16 && lay.per_buffer == 0) ar_f16 = toks;
+    if (lay.type == KvType::F16 && lay.per_buffer != 0) CHECK(toks == ar_f16);
+    const uint32_t rows = 4 + 38;  // positions certainly committed by both runs
+    std::vector<std::vector<float>> ref;
+    for (int l = 0; l < rig.cfg.L; ++l) {
+      ref.push_back(rig.model->read_cache(l, false, rows));
+      ref.push_back(rig.model->read_cache(l, true, rows));
+    }
+    EngineOptions o;
+    o.strategy = Strategy::Merge;
+    o.depth = 4, o.topk = 3, o.budget = 6;
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+    GenerateStats st = e.generate(prompt, 40);
+    CHECK(st.tau > 1.5);  // multi-token commits happened
+    CHECK(st.tokens == toks);
+    for (int l = 0; l < rig.cfg.L; ++l) {
+      auto k = rig.model->read_cache(l, false, rows);
+      auto v = rig.model->read_cache(l, true, rows);
+      CHECK_MESSAGE(std::memcmp(k.data(), ref[2 * l].data(), k.size() * 4) == 0, "K cache of layer " << l << " differs");
+      CHECK_MESSAGE(std::memcmp(v.data(), ref[2 * l + 1].data(), v.size() * 4) == 0, "V cache of layer " << l << " differs");
+    }
   }
 }
 

@@ -393,8 +393,10 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equa
         d.token.upload(tokens);
         Buffer acc(ctx, 64 * 4);
         acc.upload(path);
-        const uint32_t rows = t + N + 2;
-        auto cache = random_floats(size_t(rows) * row_floats, seed);
+        // Three streams (a model's layers' K and V in one buffer) a few words apart: one
+        // dispatch must move the rows of each and touch nothing between them.
+        const uint32_t rows = t + N + 2, streams = 3, stream_words = rows * row_floats + 5;
+        auto cache = random_floats(size_t(streams) * stream_words, seed);
         Buffer cb(ctx, cache.size() * 4);
         cb.upload(cache);
         // Features: src (N, cols) at an offset with a padded stride, dst likewise.
@@ -413,17 +415,19 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equa
 
         Sequence seq(ctx);
         seq.begin();
-        commit_rows(seq, d, acc, t, cb, row_floats, wg_cfg(wg));
+        commit_rows(seq, d, acc, t, cb, row_floats, streams, stream_words, wg_cfg(wg));
         gather_rows(seq, d, acc, Mat{&fs, 7, s_stride}, Mat{&fd, 2, d_stride}, cols, wg_cfg(wg));
         append_tokens(seq, d, acc, ot, oc, wg_cfg(wg));
         seq.run();
 
         auto ref = cache;  // read all, then write
-        std::vector<float> moved;
-        for (uint32_t e = 0; e <= a; ++e)
-          moved.insert(moved.end(), cache.begin() + size_t(t + path[e]) * row_floats,
-                       cache.begin() + size_t(t + path[e] + 1) * row_floats);
-        std::copy(moved.begin(), moved.end(), ref.begin() + size_t(t) * row_floats);
+        for (uint32_t st = 0; st < streams; ++st) {
+          const auto s0 = cache.begin() + size_t(st) * stream_words;
+          std::vector<float> moved;
+          for (uint32_t e = 0; e <= a; ++e)
+            moved.insert(moved.end(), s0 + size_t(t + path[e]) * row_floats, s0 + size_t(t + path[e] + 1) * row_floats);
+          std::copy(moved.begin(), moved.end(), ref.begin() + size_t(st) * stream_words + size_t(t) * row_floats);
+        }
         INFO("wg " << wg << " a " << a << " row_floats " << row_floats);
         CHECK(cb.read<float>(cache.size()) == ref);
 

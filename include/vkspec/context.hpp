@@ -53,6 +53,11 @@ struct DeviceCaps {
   uint64_t min_texel_buffer_offset_alignment = 256;
   float timestamp_period_ns = 0;  // 0: no timestamps on the compute queue
   uint64_t device_local_bytes = 0;
+  struct Heap {
+    uint64_t bytes = 0;
+    bool device_local = false;
+  };
+  std::vector<Heap> heaps;  // the device's memory heaps, in Vulkan's order
   bool unified_memory = false;  // a device-local memory type is also host-visible
 
   // Driver quirks: behaviour that capability queries cannot tell, each with the reason. They

@@ -71,6 +71,12 @@ class EagleHead {
   const std::string& path() const { return path_; }
   uint32_t capacity() const { return cap_; }
   uint32_t max_rows() const { return max_rows_; }
+  KvType kv_type() const { return kv_type_; }
+  // Device bytes: weights (the verifier's embedding and lm_head are shared, not counted), the
+  // K and V cache, the activation buffers.
+  uint64_t weight_bytes() const;
+  uint64_t kv_bytes() const { return k_.size() + v_.size(); }
+  uint64_t scratch_bytes() const;
 
  private:
   Context& ctx_;
@@ -78,6 +84,7 @@ class EagleHead {
   HeadConfig cfg_;
   std::string path_;
   uint32_t cap_, max_rows_;
+  KvType kv_type_ = KvType::F16;
   DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
   Buffer fc_bias_, post_norm_, k_, v_;
   Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, h_, logits_;

@@ -19,12 +19,23 @@ namespace vkspec {
 inline uint32_t pad4(uint32_t n) { return (n + 3) / 4 * 4; }
 
 struct ModelOptions {
-  uint32_t context = 0;    // KV capacity in tokens; 0 = min(model context, 2048)
+  uint32_t context = 0;    // KV capacity in tokens; 0 = the model's context (2048 if it names none)
+  KvType kv_type = KvType::F16;  // the KV cache's values (the draft heads' caches follow it)
+  // At most this many of the cache's 2L streams (each layer's K, each V) per device buffer; 0:
+  // as many as one storage-buffer binding can address (usually all: one commit dispatch for the
+  // whole model; one per buffer otherwise). Tests force small values to check the layouts agree.
+  uint32_t kv_streams_per_buffer = 0;
   uint32_t max_rows = 256;  // rows per forward (prefill chunk, tree size)
   WeightPath weight_path = WeightPath::Auto;
   // Refuse a file with a NaN or Inf weight at load, naming the tensor (one pass at memory speed
   // over the weights). Off only in tests that feed NaN through the kernels on purpose.
   bool check_finite = true;
+  // Device bytes other users will need beside this model (the draft heads): counted when
+  // checking that the model fits the device.
+  uint64_t reserve_bytes = 0;
+  // A progress line on stderr while the weights upload ("loading weights 37% (412/1100 MiB)"),
+  // for files of 256 MiB and more once the load has taken a second.
+  bool progress = false;
 };
 
 class LlamaModel {
@@ -35,6 +46,8 @@ class LlamaModel {
   uint32_t capacity() const { return cap_; }
   uint32_t max_rows() const { return max_rows_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t kv_bytes() const;       // every layer's K and V cache
+  uint64_t scratch_bytes() const;  // the activation buffers of a forward
 
   struct ForwardArgs {
     // Scalars that change from step to step are Dyn (ops.hpp): a step recorded once reads them
@@ -56,9 +69,17 @@ class LlamaModel {
 
   Mat logits() const { return {&logits_, 0, pad4(cfg_.V)}; }  // (max_rows, V)
   Mat hidden() const { return {&hidden_, 0, pad4(cfg_.C)}; }  // (max_rows, C) after the final norm
-  const Buffer& k_cache(int layer) const { return layers_[layer].k; }
-  const Buffer& v_cache(int layer) const { return layers_[layer].v; }
-  uint32_t kv_row_floats() const { return uint32_t(cfg_.Hkv * cfg_.D); }
+  // The KV cache: 2L streams (layer l's K is stream 2l, its V 2l + 1) of `capacity` rows of
+  // kv_row_floats() values each, in kv_type(). Each buffer holds a run of whole streams (all of
+  // them when they fit one binding), the i-th of a buffer from word i * kv_stream_words() on.
+  const KvLayer& kv_layer(int layer) const { return layers_[layer].kv; }
+  const std::vector<Buffer>& kv_buffers() const { return kv_bufs_; }
+  uint32_t kv_stream_words() const { return kv_stream_words_; }
+  KvType kv_type() const { return kv_type_; }
+  uint32_t kv_row_floats() const { return uint32_t(cfg_.Hkv * cfg_.D); }  // values per row
+  uint32_t kv_row_words() const { return kv_type_ == KvType::F16 ? kv_row_floats() / 2 : kv_row_floats(); }
+  // Rows 0..rows-1 of a layer's K (v = false) or V cache as f32 (tests and tools; synchronous).
+  std::vector<float> read_cache(int layer, bool v, uint32_t rows) const;
   const DeviceWeight& embedding() const { return embd_; }
   const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
   // The file's RoPE: pairing, base, linear scale and frequency factors (DESIGN.md §6).
@@ -76,12 +97,15 @@ class LlamaModel {
     DeviceWeight wo;    // (C, H*D)
     DeviceWeight wgu;   // (2F, C): gate rows then up rows
     DeviceWeight wdown; // (C, F)
-    Buffer k, v;        // (cap, Hkv*D)
+    KvLayer kv;         // (cap, Hkv*D) each, in kv_bufs_
   };
   Context& ctx_;
   LlamaConfig cfg_;
   uint32_t cap_ = 0, max_rows_ = 0;
-  void check_device_fits(const Context& ctx, const GgufFile& f) const;
+  KvType kv_type_ = KvType::F16;
+  uint32_t kv_stream_words_ = 0;
+  std::vector<Buffer> kv_bufs_;
+  void check_device_fits(const Context& ctx, const GgufFile& f, uint64_t reserve) const;
   uint64_t weight_bytes_ = 0;
   DeviceWeight embd_, out_;
   Buffer out_norm_;
@@ -94,6 +118,15 @@ class LlamaModel {
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the
 // kernels' layout, each part in its own type (bf16 becomes f16).
 DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path);
+// "f32" / "f16" → KvType; anything else is refused naming `option`.
+KvType parse_kv_type(const std::string& s, const std::string& option = "--kv-type");
+const char* kv_type_name(KvType t);
+// Words per KV stream of `cap` rows of `row_words` words: rounded up to 64 words, so every stream
+// of a shared buffer starts on a 256-byte boundary (a texel of either type).
+inline uint64_t kv_stream_words(uint64_t cap, uint64_t row_words) { return (cap * row_words + 63) / 64 * 64; }
+// Rows of an f32 or f16 cache (u32 words) decoded to f32.
+std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t);
+
 // An f32 vector tensor (norm weights, biases) on the device.
 Buffer upload_f32(Context& ctx, const std::vector<float>& v);
 

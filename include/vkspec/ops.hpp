@@ -148,10 +148,27 @@ void rope(Sequence& seq, Mat x, const RopePositions& pos, uint32_t T, uint32_t H
 // x(T, H, D) rotated in place at positions pos[pos_offset + t]; the first n_rot dims rotate.
 void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t T, uint32_t H, uint32_t D,
           uint32_t n_rot, const RopeArgs& r, KernelConfig cfg = {});
-// Cache rows slot + r (r < N, kv floats each) of k_cache / v_cache = columns [k_col, k_col + kv) /
-// [v_col, v_col + kv) of src row r: the K and V of a qkv projection into place.
-void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,
-              const Buffer& v_cache, Dyn slot, KernelConfig cfg = {});
+// The type of a KV cache's values. F16 rows are packed two values per u32 word (packHalf2x16,
+// low half first: no 16-bit storage feature needed), so an f16 row needs an even length.
+enum class KvType : uint32_t { F32 = 0, F16 = 1 };
+inline uint32_t kv_value_bytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+// One layer's cache: K rows in k from value k_base on, V rows in v from v_base (values, not
+// bytes; both layers of a model may share one buffer). Row r of K is values k_base + r*kv ...
+struct KvLayer {
+  const Buffer* k = nullptr;
+  const Buffer* v = nullptr;
+  uint32_t k_base = 0, v_base = 0;
+  KvType type = KvType::F32;
+};
+// Cache rows slot + r (r < N, kv values each) of the layer's K / V = columns [k_col, k_col + kv) /
+// [v_col, v_col + kv) of src row r: the K and V of a qkv projection into place (rounded to f16
+// for an f16 cache).
+void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const KvLayer& cache,
+              Dyn slot, KernelConfig cfg = {});
+inline void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv,
+                     const Buffer& k_cache, const Buffer& v_cache, Dyn slot, KernelConfig cfg = {}) {
+  kv_write(seq, src, k_col, v_col, N, kv, KvLayer{&k_cache, &v_cache}, slot, cfg);
+}
 // dst row r = src row (row0 + r), r < rows, `cols` floats.
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg = {});
 // out(T, F) = silu(gate) * up
@@ -184,6 +201,8 @@ struct AttentionArgs {
   Mat q, o;
   const Buffer* k_cache = nullptr;
   const Buffer* v_cache = nullptr;
+  uint32_t k_base = 0, v_base = 0;  // first value of the layer's K / V (KvLayer)
+  KvType kv_type = KvType::F32;
   const Buffer* mask = nullptr;  // (N, mask_words) u32, unused when causal
   uint32_t mask_offset = 0;      // in u32 words
   uint32_t mask_words = 0;

@@ -96,10 +96,11 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,
                    KernelConfig cfg = {});
 
-// Cache rows (row_floats f32 each) at slots t + accepted[e] move to t + e, e = 0..a
-// (a = tree.info[kInfoAccepted]); overlap-safe.
+// Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
+// t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`
+// caches in one buffer, stream s starting at word s * stream_words (every layer's K and V).
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
-                 uint32_t row_floats, KernelConfig cfg = {});
+                 uint32_t row_words, uint32_t streams = 1, uint32_t stream_words = 0, KernelConfig cfg = {});
 // dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias.
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
                  KernelConfig cfg = {});

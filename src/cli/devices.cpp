@@ -13,6 +13,8 @@ nlohmann::json caps_json(const DeviceCaps& c) {
   std::snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", c.uuid[0],
                 c.uuid[1], c.uuid[2], c.uuid[3], c.uuid[4], c.uuid[5], c.uuid[6], c.uuid[7], c.uuid[8], c.uuid[9],
                 c.uuid[10], c.uuid[11], c.uuid[12], c.uuid[13], c.uuid[14], c.uuid[15]);
+  nlohmann::json heaps = nlohmann::json::array();
+  for (const auto& h : c.heaps) heaps.push_back({{"bytes", h.bytes}, {"device_local", h.device_local}});
   return {{"name", c.name},
           {"type", c.type_name()},
           {"driver", c.driver_name},
@@ -38,6 +40,7 @@ nlohmann::json caps_json(const DeviceCaps& c) {
           {"max_workgroup_invocations", c.max_workgroup_invocations},
           {"timestamp_period_ns", c.timestamp_period_ns},
           {"device_local_bytes", c.device_local_bytes},
+          {"memory_heaps", heaps},
           {"unified_memory", c.unified_memory},
           {"quirks",
            {{"weights_via_texel_buffer", c.quirks.weights_via_texel_buffer},
@@ -74,6 +77,10 @@ static int run_devices(const std::vector<std::string>& argv) {
     std::printf("      shared memory %u B, storage range %llu B, workgroup invocations %u, timestamp %.3g ns\n",
                 c.max_shared_memory, (unsigned long long)c.max_storage_buffer_range, c.max_workgroup_invocations,
                 c.timestamp_period_ns);
+    std::printf("      memory heaps:");
+    for (const auto& h : c.heaps)
+      std::printf(" %llu MiB%s", (unsigned long long)(h.bytes >> 20), h.device_local ? " (device-local)" : "");
+    std::printf("\n");
     std::printf("      quirks: weights_via_texel_buffer=%d single_subgroup_kernels=%d loop_iteration_limit=%u\n",
                 c.quirks.weights_via_texel_buffer, c.quirks.single_subgroup_kernels, c.quirks.loop_iteration_limit);
   }

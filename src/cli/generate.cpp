@@ -39,6 +39,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
         {"none", st.head_wins[0] / n}, {"head1", st.head_wins[1] / n}, {"head2", st.head_wins[2] / n},
         {"both", st.head_wins[3] / n}};
   }
+  j["memory"] = s.memory_json();
   if (s.engine.time_kernels)
   {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
@@ -145,7 +146,7 @@ static int run_generate(const std::vector<std::string>& argv) {
 static RegisterCommand reg{"generate",
                            "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--heads H1,H2] [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
-                           " [--steps-per-submit S] [--stop IDS]",
+                           " [--steps-per-submit S] [--stop IDS] [--ctx N] [--kv-type f16|f32]",
                            run_generate};
 
 }  // namespace vkspec::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 namespace vkspec::cli {
 
@@ -29,10 +30,57 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
+// A head's device bytes before it is loaded: its weight file (weights stay f16 or f32 on the
+// device, close to the file; bf16 becomes f16), its K and V cache and its activation rows. An
+// estimate for the fit check only; a head that cannot be read is reported when it is loaded.
+static uint64_t estimate_head_bytes(const std::string& path, uint32_t cap, uint32_t rows, KvType kv) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path weights = path, cj;
+  if (fs::is_directory(weights, ec)) {
+    cj = weights / "config.json";
+    weights = fs::exists(weights / "model.safetensors", ec) ? weights / "model.safetensors" : weights / "pytorch_model.bin";
+  } else {
+    cj = weights.parent_path() / "config.json";
+  }
+  const uintmax_t file = fs::file_size(weights, ec);
+  if (ec) return 0;
+  HeadConfig c;
+  try {
+    c = read_head_config(cj.string());
+  } catch (const Error&) {
+    return 0;
+  }
+  const uint64_t KV = uint64_t(c.Hkv) * c.D, HD = uint64_t(c.H) * c.D, R = uint64_t(rows) + 1;
+  const uint64_t scratch = R * 4 * (5 * uint64_t(c.C) + 2 * HD + 2 * KV + 3 * uint64_t(c.F) + c.V);
+  return uint64_t(file) + 2 * uint64_t(cap) * KV * kv_value_bytes(kv) + scratch;
+}
+
+nlohmann::json Session::memory_json() const {
+  auto part = [](uint64_t w, uint64_t kv, uint64_t sc) {
+    return nlohmann::json{{"weight_bytes", w}, {"kv_bytes", kv}, {"scratch_bytes", sc}};
+  };
+  nlohmann::json j = {{"kv_type", kv_type_name(model->kv_type())},
+                      {"context", model->capacity()},
+                      {"verifier", part(model->weight_bytes(), model->kv_bytes(), model->scratch_bytes())}};
+  uint64_t total = model->weight_bytes() + model->kv_bytes() + model->scratch_bytes();
+  nlohmann::json hs = nlohmann::json::array();
+  for (const EagleHead* h : {head1.get(), head2.get()}) {
+    if (!h) continue;
+    hs.push_back(part(h->weight_bytes(), h->kv_bytes(), h->scratch_bytes()));
+    total += h->weight_bytes() + h->kv_bytes() + h->scratch_bytes();
+  }
+  j["heads"] = hs;
+  j["total_bytes"] = total;
+  j["device_local_bytes"] = ctx->caps().device_local_bytes;
+  return j;
+}
+
 void Session::open(Args& args) {
   const std::string model_path = args.get("m", args.get("model", ""));
   if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
   ctx_len = uint32_t(args.get_uint("ctx", 0));
+  kv_type = parse_kv_type(args.get("kv-type", "f16"));
   device = args.get("device", "");
   // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
@@ -44,7 +92,10 @@ void Session::load_verifier(uint32_t max_rows) {
   ctx = std::make_unique<Context>(co);
   ModelOptions mo;
   mo.context = ctx_len;
+  mo.kv_type = kv_type;
   mo.max_rows = max_rows;
+  mo.reserve_bytes = reserve_bytes;
+  mo.progress = true;
   model = std::make_unique<LlamaModel>(*ctx, *file, mo);
   // Allowed (a user may know the model extrapolates), but never silent: positions past the
   // trained context are outside what the model has seen, and its output there is unreliable.
@@ -87,11 +138,18 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
   const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));
   if (rows > UINT32_MAX) throw Error("--budget " + std::to_string(budget_max) + " is too large");
+  auto parts = split_list(heads, ',');
+  if (!heads.empty() && (parts.empty() || parts.size() > 2))
+    throw Error("--heads takes one or two head folders separated by a comma, got '" + heads + "'");
+  // The heads' device bytes count when checking that the verifier fits the device.
+  {
+    const LlamaConfig vc = read_llama_config(*file);
+    const uint32_t cap = ctx_len ? ctx_len : uint32_t(vc.ctx > 0 ? vc.ctx : 2048);
+    const uint32_t head_rows = std::max<uint32_t>({uint32_t(rows), engine.topk, engine.depth + 1});
+    for (const std::string& h : parts) reserve_bytes += estimate_head_bytes(h, cap, head_rows, kv_type);
+  }
   load_verifier(uint32_t(rows));
   if (!heads.empty()) {
-    auto parts = split_list(heads, ',');
-    if (parts.empty() || parts.size() > 2)
-      throw Error("--heads takes one or two head folders separated by a comma, got '" + heads + "'");
     // A draft level runs top-k rows through a head; a step's ingest runs depth + 1.
     const uint32_t rows = std::max<uint32_t>({model->max_rows(), engine.topk, engine.depth + 1});
     head1 = std::make_unique<EagleHead>(*ctx, parts[0], *model, model->capacity(), rows);

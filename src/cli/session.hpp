@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
 #include "vkspec/eagle_head.hpp"
 #include "vkspec/engine.hpp"
@@ -23,13 +25,15 @@ struct Session {
   EngineOptions engine;
   uint32_t budget_max = 0;  // largest budget the session's buffers must serve
   uint32_t ctx_len = 0;     // --ctx (0: the model's default capacity)
+  KvType kv_type = KvType::F16;  // --kv-type
+  uint64_t reserve_bytes = 0;    // the draft heads' estimated device bytes (load() sets it)
   std::string device;       // --device
 
-  // Reads -m, --heads, --ctx, --depth, --topk, --budget, --device, --strategy and the sampling
+  // Reads -m, --heads, --ctx, --kv-type, --depth, --topk, --budget, --device, --strategy and the sampling
   // options --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed from args.
   // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
   void load(Args& args, const std::vector<uint32_t>& budgets);
-  // The verifier alone, in two steps: open() reads -m, --ctx, --device and the GGUF (a broken
+  // The verifier alone, in two steps: open() reads -m, --ctx, --kv-type, --device and the GGUF (a broken
   // file is refused before a device exists); load_verifier() makes the device, the model with
   // `max_rows` rows per pass, and the tokenizer when the file has one.
   void open(Args& args);
@@ -37,6 +41,8 @@ struct Session {
   std::vector<uint32_t> parse_tokens(const std::string& ids) const;  // "1 2 3" or "1,2,3"
   std::vector<uint32_t> encode(const std::string& text) const;       // needs the GGUF tokenizer
   std::string decode(const std::vector<uint32_t>& ids) const;
+  // Weight, KV and scratch bytes on the device of the verifier and each head (generate --json).
+  nlohmann::json memory_json() const;
 };
 
 std::vector<std::string> split_list(const std::string& s, char sep);

@@ -1,5 +1,6 @@
 #include "vkspec/eagle_head.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -158,6 +159,10 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
   cfg_ = read_head_config(cj.string());
   check_head_fits(cfg_, verifier.config(), path);
+  kv_type_ = verifier.kv_type();  // the heads' caches follow the verifier's type
+  if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
+    throw Error("draft head " + path + ": head width " + std::to_string(cfg_.D) +
+                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
 
   // Either format yields the same SafeTensors; the file object owns the bytes they point to.
   const std::string ext = weights.extension().string();
@@ -188,8 +193,13 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   wdown_ = upload_rows(ctx, {&f.get("layers.0.mlp.down_proj.weight", {C, F})});
   post_norm_ = upload_f32(ctx, f.get("layers.0.post_attention_layernorm.weight", {C}).to_f32());
 
-  k_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
-  v_ = Buffer(ctx, uint64_t(cap_) * KV * 4);
+  const uint64_t kv_bytes = uint64_t(cap_) * KV * kv_value_bytes(kv_type_);
+  if (kv_bytes > ctx.caps().max_storage_buffer_range)
+    throw Error("draft head " + path + ": a KV cache of " + std::to_string(cap_) + " tokens needs " +
+                std::to_string(kv_bytes >> 20) + " MiB, more than the device's storage-buffer range of " +
+                std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
+  k_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
+  v_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
   const uint64_t R = max_rows_ + 1;  // + the root slot
   cat_ = Buffer(ctx, R * pad4(uint32_t(2 * C)) * 4);
   x_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
@@ -200,6 +210,15 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   act_ = Buffer(ctx, R * pad4(uint32_t(F)) * 4);
   h_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
   logits_ = Buffer(ctx, R * pad4(uint32_t(cfg_.V)) * 4);
+}
+
+uint64_t EagleHead::weight_bytes() const {
+  return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size();
+}
+
+uint64_t EagleHead::scratch_bytes() const {
+  return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + h_.size() +
+         logits_.size();
 }
 
 void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
@@ -227,10 +246,10 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   matmul(seq, wqkv_, x, qkv, N);
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
   rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg_.rope_theta, RopeMode::Halves});  // HF layout
-  kv_write(seq, qkv, HD, HD + KV, N, KV, k_, v_, a.kv_slot);
+  kv_write(seq, qkv, HD, HD + KV, N, KV, KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
-  at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_;
+  at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_, at.kv_type = kv_type_;
   at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words, at.causal = a.mask == nullptr;
   attention(seq, at);
   MatmulArgs acc;

@@ -6,7 +6,12 @@
 // Every kernel is batch-invariant, so a row's logits do not depend on N.
 #include "vkspec/model.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "vkspec/dtype.hpp"
@@ -76,6 +81,37 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
 
 namespace {
 std::vector<float> f32_of(const GgufTensor& t) { return dequantize_tensor(t); }
+
+// The upload's progress on stderr: one line rewritten in place on a terminal, a line per
+// quarter otherwise; silent for small files and fast loads.
+class LoadProgress {
+ public:
+  LoadProgress(bool on, uint64_t total) : on_(on && total >= (uint64_t(256) << 20)), total_(total) {}
+  ~LoadProgress() {  // the last line says the load finished (the norms are not counted in add())
+    if (shown_)
+      std::fprintf(stderr, "%sloading weights 100%% (%llu/%llu MiB)\n", tty_ ? "\r" : "", (unsigned long long)(total_ >> 20),
+                   (unsigned long long)(total_ >> 20));
+  }
+  void add(uint64_t bytes) {
+    done_ += bytes;
+    if (!on_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    const unsigned pct = unsigned(std::min<uint64_t>(100, done_ * 100 / total_));
+    if (!tty_ && pct / 25 == last_ / 25 && shown_) return;
+    if (tty_ && pct == last_ && shown_) return;
+    std::fprintf(stderr, "%sloading weights %u%% (%llu/%llu MiB)%s", tty_ ? "\r" : "", pct,
+                 (unsigned long long)(done_ >> 20), (unsigned long long)(total_ >> 20), tty_ ? "" : "\n");
+    std::fflush(stderr);
+    last_ = pct, shown_ = true;
+  }
+
+ private:
+  bool on_;
+  bool tty_ = isatty(2) != 0;
+  bool shown_ = false;
+  unsigned last_ = 0;
+  uint64_t total_, done_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 }  // namespace
 
 LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx) {
@@ -83,13 +119,28 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   if (cfg_.D > int(kAttentionMaxHeadDim))
     f.fail("head width " + std::to_string(cfg_.D) + " exceeds the attention kernel's maximum of " +
            std::to_string(kAttentionMaxHeadDim));
-  cap_ = opts.context ? opts.context : uint32_t(std::min(cfg_.ctx > 0 ? cfg_.ctx : 2048, 2048));
+  cap_ = opts.context ? opts.context : uint32_t(cfg_.ctx > 0 ? cfg_.ctx : 2048);
   check_sliding_window(cfg_, cap_, f.path());
   max_rows_ = std::max<uint32_t>(1, opts.max_rows);
-  check_device_fits(ctx, f);
+  kv_type_ = opts.kv_type;
+  if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
+    f.fail("head width " + std::to_string(cfg_.D) + " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  // Words per stream (one layer's K or V), whole 256-byte blocks.
+  kv_stream_words_ = uint32_t(std::min<uint64_t>(vkspec::kv_stream_words(cap_, kv_row_words()), UINT32_MAX));
+  // As many whole streams per buffer as one binding can address (value offsets in 32 bits).
+  const uint64_t streams = 2 * uint64_t(cfg_.L);
+  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);  // values per u32 word
+  const uint64_t fit = std::min<uint64_t>(ctx.caps().max_storage_buffer_range / 4, UINT32_MAX / per_word) /
+                       std::max<uint64_t>(1, kv_stream_words_);
+  uint64_t per_buffer = std::clamp<uint64_t>(fit, 1, streams);
+  if (opts.kv_streams_per_buffer) per_buffer = std::min<uint64_t>(per_buffer, opts.kv_streams_per_buffer);
+  check_device_fits(ctx, f, opts.reserve_bytes);
   if (opts.check_finite)
     for (const GgufTensor& t : f.tensors()) require_finite(t, f.path());
   const WeightPath path = opts.weight_path;
+  uint64_t file_bytes = 0;
+  for (const GgufTensor& t : f.tensors()) file_bytes += t.n_bytes;
+  LoadProgress progress(opts.progress, file_bytes);
 
   embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
   if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
@@ -104,8 +155,8 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     rope_freqs_ = upload_f32(ctx, ff);
   }
   weight_bytes_ = embd_.bytes() + out_.bytes();
+  progress.add(weight_bytes_);
 
-  const uint32_t kv = kv_row_floats();
   for (int l = 0; l < cfg_.L; ++l) {
     Layer L;
     auto T = [&](const char* s) -> const GgufTensor& { return f.require_tensor(blk_name(l, s)); };
@@ -134,11 +185,22 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
                                : upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
     L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
     weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
-    L.k = Buffer(ctx, uint64_t(cap_) * kv * 4);
-    L.v = Buffer(ctx, uint64_t(cap_) * kv * 4);
+    progress.add(L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes());
     layers_.push_back(std::move(L));
   }
-  const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv);
+  // The KV cache: stream 2l is layer l's K, 2l + 1 its V.
+  kv_bufs_.reserve((streams + per_buffer - 1) / per_buffer);  // KvLayer points into it: no reallocation
+  for (uint64_t s = 0; s < streams; s += per_buffer)
+    kv_bufs_.emplace_back(ctx, std::min(per_buffer, streams - s) * kv_stream_words_ * 4);
+  for (int l = 0; l < cfg_.L; ++l) {
+    KvLayer& c = layers_[l].kv;
+    c.type = kv_type_;
+    const uint64_t sk = 2 * uint64_t(l), sv = sk + 1;
+    c.k = &kv_bufs_[sk / per_buffer], c.v = &kv_bufs_[sv / per_buffer];
+    c.k_base = uint32_t(sk % per_buffer * kv_stream_words_ * per_word);
+    c.v_base = uint32_t(sv % per_buffer * kv_stream_words_ * per_word);
+  }
+  const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv_row_floats());
   const uint64_t R = max_rows_;
   x_ = Buffer(ctx, R * C * 4);
   xn_ = Buffer(ctx, R * C * 4);
@@ -150,16 +212,58 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   logits_ = Buffer(ctx, R * pad4(cfg_.V) * 4);
 }
 
+uint64_t LlamaModel::kv_bytes() const {
+  uint64_t n = 0;
+  for (const Buffer& b : kv_bufs_) n += b.size();
+  return n;
+}
+
+uint64_t LlamaModel::scratch_bytes() const {
+  return x_.size() + xn_.size() + qkv_.size() + attn_.size() + gu_.size() + act_.size() + hidden_.size() +
+         logits_.size();
+}
+
+std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
+  std::vector<float> out;
+  out.reserve(words.size() * 2);
+  for (uint32_t w : words) {
+    if (t == KvType::F32) {
+      out.push_back(std::bit_cast<float>(w));
+    } else {
+      out.push_back(f16_to_f32(uint16_t(w & 0xffff)));
+      out.push_back(f16_to_f32(uint16_t(w >> 16)));
+    }
+  }
+  return out;
+}
+
+std::vector<float> LlamaModel::read_cache(int layer, bool v, uint32_t rows) const {
+  const KvLayer& c = layers_.at(layer).kv;
+  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);
+  const uint64_t base_words = (v ? c.v_base : c.k_base) / per_word;
+  return decode_kv((v ? c.v : c.k)->read<uint32_t>(size_t(rows) * kv_row_words(), base_words * 4), kv_type_);
+}
+
+KvType parse_kv_type(const std::string& s, const std::string& option) {
+  if (s == "f32") return KvType::F32;
+  if (s == "f16") return KvType::F16;
+  throw Error(option + " expects f32 or f16, got '" + s + "'");
+}
+
+const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+
 // Every buffer this model will allocate, checked against the device before the first one is
 // made: a --ctx or a tree budget too large for the device gets an error naming it and the
 // numbers, not VK_ERROR_OUT_OF_DEVICE_MEMORY from whichever vkCreateBuffer came first.
-void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f) const {
+void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f, uint64_t reserve) const {
   const uint64_t range = ctx.caps().max_storage_buffer_range;
-  const uint64_t kv_layer = uint64_t(cap_) * kv_row_floats() * 4;
+  const uint64_t row_bytes_kv = uint64_t(kv_row_words()) * 4;
+  const uint64_t kv_layer = vkspec::kv_stream_words(cap_, kv_row_words()) * 4;  // one layer's K (or V)
   if (kv_layer > range)
     throw Error("a KV cache of " + std::to_string(cap_) + " tokens needs " + std::to_string(kv_layer >> 20) +
                 " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
-                " MiB; use a smaller --ctx (at most " + std::to_string(range / (uint64_t(kv_row_floats()) * 4)) + ")");
+                " MiB; use a smaller --ctx (at most " + std::to_string(range / row_bytes_kv) + ")" +
+                (kv_type_ == KvType::F32 ? " or --kv-type f16" : ""));
   const uint64_t HD = uint64_t(cfg_.H) * cfg_.D;
   const uint64_t widest = std::max<uint64_t>({pad4(uint32_t(cfg_.C)), pad4(uint32_t(HD + 2 * kv_row_floats())),
                                               pad4(uint32_t(2 * cfg_.F)), pad4(uint32_t(cfg_.V))});
@@ -173,13 +277,16 @@ void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f) const 
   const uint64_t scratch = uint64_t(max_rows_) * 4 *
                            (2 * pad4(uint32_t(cfg_.C)) + pad4(uint32_t(HD + 2 * kv_row_floats())) + pad4(uint32_t(HD)) +
                             pad4(uint32_t(2 * cfg_.F)) + pad4(uint32_t(cfg_.F)) + pad4(uint32_t(cfg_.C)) + pad4(uint32_t(cfg_.V)));
-  const uint64_t need = weights + 2 * uint64_t(cfg_.L) * kv_layer + scratch;
+  const uint64_t kv = 2 * uint64_t(cfg_.L) * kv_layer;
+  const uint64_t need = weights + kv + scratch + reserve;
   const uint64_t have = ctx.caps().device_local_bytes;
+  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
   if (have && need > have)
-    throw Error("the model needs about " + std::to_string(need >> 20) + " MiB on the device (weights " +
-                std::to_string(weights >> 20) + ", KV cache for " + std::to_string(cap_) + " tokens " +
-                std::to_string((2 * uint64_t(cfg_.L) * kv_layer) >> 20) + ", scratch " + std::to_string(scratch >> 20) +
-                " MiB) but the device has " + std::to_string(have >> 20) + " MiB; use a smaller --ctx or --budget");
+    throw Error("the model needs about " + mib(need) + " MiB on the device (weights " + mib(weights) +
+                ", KV cache (" + kv_type_name(kv_type_) + ") for " + std::to_string(cap_) + " tokens " + mib(kv) +
+                ", scratch " + mib(scratch) + (reserve ? ", draft heads " + mib(reserve) : std::string()) +
+                " MiB) but the device has " + mib(have) + " MiB; use a smaller --ctx or --budget" +
+                (kv_type_ == KvType::F32 ? ", or --kv-type f16" : ""));
 }
 
 void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
@@ -205,12 +312,13 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     if (cfg_.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg_.rms_eps);
     rope(seq, qkv, pos, N, H + Hkv, D, D, rope_args());
     // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
-    kv_write(seq, qkv, HD, HD + kv, N, kv, L.k, L.v, a.t);
+    kv_write(seq, qkv, HD, HD + kv, N, kv, L.kv, a.t);
     AttentionArgs at;
     at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
     at.q = qkv;
     at.o = att;
-    at.k_cache = &L.k, at.v_cache = &L.v;
+    at.k_cache = L.kv.k, at.v_cache = L.kv.v, at.k_base = L.kv.k_base, at.v_base = L.kv.v_base;
+    at.kv_type = L.kv.type;
     at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words;
     at.causal = a.mask == nullptr;
     attention(seq, at);

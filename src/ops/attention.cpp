@@ -35,8 +35,9 @@ struct AttentionPush {
   uint32_t N, H, Hkv, D, t, q_offset, q_stride, o_offset, o_stride, mask_offset, mask_words, causal;
   float scale;
   uint32_t t_slot;
+  uint32_t k_base, v_base;
 };
-static_assert(sizeof(AttentionPush) == 56);
+static_assert(sizeof(AttentionPush) == 64);
 
 // Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
 // the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
@@ -53,10 +54,13 @@ uint32_t heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   Context& ctx = seq.context();
   const DeviceCaps& caps = ctx.caps();
+  const bool f16 = a.kv_type == KvType::F16;
   assert(a.H % a.Hkv == 0 && a.D <= kAttentionMaxHeadDim);
+  assert(!f16 || (a.D % 2 == 0 && a.k_base % 2 == 0 && a.v_base % 2 == 0));  // rows on whole u32 words
   AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t.base,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
-                     a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D)), a.t.slot};
+                     a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D)), a.t.slot,
+                     a.k_base,   a.v_base};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
   // Kernel choice, from the device only: where barriers and shared memory are what costs
@@ -67,7 +71,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
     variant = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
   if (variant == 0) {
     AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
-    auto desc = make_pipeline_desc("attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
+    auto desc = make_pipeline_desc(f16 ? "attention_f16" : "attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
                                    sizeof(AttentionPush), spec, cfg.required_subgroup_size);
     const Pipeline& p = ctx.pipelines().get(desc);
     seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)}, push, a.N,
@@ -83,13 +87,17 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   AttentionSgSpec spec{S, a.D, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D)};
   assert((a.H / a.Hkv) % spec.hpw == 0);
   // K/V through texel views where those are the fast path (the weights' reason, see the quirk),
-  // rows start on a 16-byte texel (D % 4 == 0) and each cache fits one view. A function of the
-  // model and the device, so it never changes between passes.
+  // rows start on a 16-byte texel (4 f32 or 8 f16 values: D and the bases multiples of that)
+  // and each cache fits one view. A function of the model and the device, so it never changes
+  // between passes.
   const uint64_t max_view = caps.max_texel_buffer_elements * 16;
-  const bool texel = variant == 1 && caps.quirks.weights_via_texel_buffer && a.D % 4 == 0 &&
-                     a.k_cache->size() <= max_view && a.v_cache->size() <= max_view;
+  const uint32_t per_texel = f16 ? 8 : 4;
+  const bool texel = variant == 1 && caps.quirks.weights_via_texel_buffer && a.D % per_texel == 0 &&
+                     a.k_base % per_texel == 0 && a.v_base % per_texel == 0 && a.k_cache->size() <= max_view &&
+                     a.v_cache->size() <= max_view;
+  const char* name = texel ? (f16 ? "attention_sg_texel_f16" : "attention_sg_texel") : (f16 ? "attention_sg_f16" : "attention_sg");
   const VkDescriptorType kv = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-  auto desc = make_pipeline_desc(texel ? "attention_sg_texel" : "attention_sg",
+  auto desc = make_pipeline_desc(name,
                                  {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                   VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER},
                                  sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);

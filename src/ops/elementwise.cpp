@@ -72,14 +72,16 @@ void rope(Sequence& seq, Mat x, const Buffer& pos, uint32_t pos_offset, uint32_t
   rope(seq, x, RopePositions::from_table(pos, pos_offset), T, H, D, n_rot, r, cfg);
 }
 
-void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const Buffer& k_cache,
-              const Buffer& v_cache, Dyn slot, KernelConfig cfg) {
+void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N, uint32_t kv, const KvLayer& cache,
+              Dyn slot, KernelConfig cfg) {
+  const bool f16 = cache.type == KvType::F16;
+  assert(!f16 || (kv % 2 == 0 && cache.k_base % 2 == 0 && cache.v_base % 2 == 0));  // whole u32 words
   struct Push {
-    uint32_t kv, src_offset, src_stride, k_col, v_col, slot, slot_slot;
-  } push{kv, src.offset, src.stride, k_col, v_col, slot.base, slot.slot};
-  const Pipeline& p = simple_pipeline(seq.context(), "kv_write", 4, sizeof(Push), cfg);
-  seq.dispatch(p, {src.in(), out(k_cache), out(v_cache), slot.binding(*src.buf)}, push, groups(kv, wg_of(p)), N, 1,
-               "kv_write");
+    uint32_t kv, src_offset, src_stride, k_col, v_col, slot, slot_slot, k_base, v_base;
+  } push{kv, src.offset, src.stride, k_col, v_col, slot.base, slot.slot, cache.k_base, cache.v_base};
+  const Pipeline& p = simple_pipeline(seq.context(), f16 ? "kv_write_f16" : "kv_write", 4, sizeof(Push), cfg);
+  seq.dispatch(p, {src.in(), out(*cache.k), out(*cache.v), slot.binding(*src.buf)}, push,
+               groups(f16 ? kv / 2 : kv, wg_of(p)), N, 1, "kv_write");
 }
 
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg) {

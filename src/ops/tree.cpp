@@ -73,9 +73,9 @@ struct AcceptPush {
 static_assert(sizeof(AcceptPush) == 4);
 
 struct CommitPush {
-  uint32_t t, row_floats, t_slot;
+  uint32_t t, row_words, t_slot, stream_words;
 };
-static_assert(sizeof(CommitPush) == 12);
+static_assert(sizeof(CommitPush) == 16);
 
 struct GatherPush {
   uint32_t cols, s_offset, s_stride, d_offset, d_stride;
@@ -201,12 +201,13 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
 }
 
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
-                 uint32_t row_floats, KernelConfig cfg) {
+                 uint32_t row_words, uint32_t streams, uint32_t stream_words, KernelConfig cfg) {
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
-  CommitPush push{t.base, row_floats, t.slot};
+  assert(streams >= 1 && (streams == 1 || stream_words >= row_words));
+  CommitPush push{t.base, row_words, t.slot, stream_words};
   const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 4, sizeof(push), cfg);
-  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted)}, push, groups(row_floats, wg_of(p)), 1,
-               1, "commit_rows");
+  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted)}, push, groups(row_words, wg_of(p)),
+               streams, 1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,

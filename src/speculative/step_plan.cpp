@@ -4,10 +4,10 @@
 namespace vkspec::speculative {
 
 void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t) {
-  for (int l = 0; l < m_.config().L; ++l) {
-    commit_rows(seq, tree, accepted, t, m_.k_cache(l), m_.kv_row_floats());
-    commit_rows(seq, tree, accepted, t, m_.v_cache(l), m_.kv_row_floats());
-  }
+  // Every layer's K and V: one dispatch per cache buffer (one for the whole model when they fit).
+  const uint64_t stream_bytes = uint64_t(m_.kv_stream_words()) * 4;
+  for (const Buffer& b : m_.kv_buffers())
+    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), uint32_t(b.size() / stream_bytes), m_.kv_stream_words());
 }
 
 StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
