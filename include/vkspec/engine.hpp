@@ -101,7 +101,7 @@ class Engine {
   // Every submission also signals this timeline semaphore; its value once the last one is done.
   VkSemaphore timeline() const;
   uint64_t timeline_value() const;
-  VkFence fence() const;  // of the submission in flight (prefill or steps)
+  VkFence fence() const;  // of the submission in flight (prefill or steps); null when none was left pending
   const EngineOptions& options() const { return opts_; }
   // Throws the error generate() would give for this prompt and length, without running.
   void check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const;

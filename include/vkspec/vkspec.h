@@ -243,7 +243,11 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* ctx);
 
 VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p);
 /* Checks everything, then submits the prompt's prefill and returns without waiting. A
- * generation still running on this context is ended first (waiting for its work in flight). */
+ * generation still running on this context is ended first (waiting for its work in flight).
+ * The first start with a given strategy, draft shape, sampling options and stop ids builds that
+ * decoding step (pipelines, buffers, a recorded command buffer: blocking, like a load); later
+ * starts with the same options reuse it. To build it outside the frame loop, start once with
+ * max_tokens = 0 (nothing is submitted). */
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* ctx, const vkspec_generation_params* p);
 /* Submits `steps` decoding steps (0: as many as fit budget_us; at most 64) in one submission and
  * returns at once: VKSPEC_OK, VKSPEC_NOT_READY (the previous submission is still running: poll
@@ -259,8 +263,9 @@ VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* ctx);
  * submission is done: the application may wait on it in its own vkQueueSubmit or with
  * vkWaitSemaphores. Owned by the context. */
 VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* ctx, VkSemaphore* semaphore, uint64_t* value);
-/* The fence of the submission in flight (signalled when it is done). Valid until the next call on
- * ctx; the application may only wait on or query it. */
+/* The fence of the submission in flight (signalled when it is done); VKSPEC_ERROR_STATE when
+ * none is (vkspec_poll or vkspec_wait already saw it done). Valid until the next call on ctx;
+ * the application may only wait on or query it. */
 VKSPEC_API vkspec_status vkspec_fence(vkspec_context* ctx, VkFence* fence);
 
 /* Blocking convenience: the whole generation, calling on_tokens/on_text as tokens arrive (either

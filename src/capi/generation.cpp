@@ -241,6 +241,7 @@ VKSPEC_API vkspec_status vkspec_fence(vkspec_context* c, VkFence* fence) {
     require_started(c);
     if (!fence) throw Error("vkspec_fence: fence is required");
     *fence = c->engine->fence();
+    if (!*fence) throw StateError("vkspec_fence: no submission in flight on this context");
     return VKSPEC_OK;
   })
 }

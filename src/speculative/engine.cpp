@@ -265,7 +265,8 @@ VkSemaphore Engine::timeline() const { return parts_->run->timeline; }
 uint64_t Engine::timeline_value() const { return parts_->run->value; }
 VkFence Engine::fence() const {
   const Parts& p = *parts_;
-  return p.run->prefill && p.run->prefill->pending() ? p.run->prefill->fence() : p.plan->fence();
+  if (p.run->prefill && p.run->prefill->pending()) return p.run->prefill->fence();
+  return p.plan->pending() ? p.plan->fence() : VK_NULL_HANDLE;
 }
 
 GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,

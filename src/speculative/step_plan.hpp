@@ -31,6 +31,7 @@ class StepPlan {
   void wait() { seq_.wait(); }
   bool ready() { return seq_.ready(); }  // never waits
   VkFence fence() const { return seq_.fence(); }
+  bool pending() const { return seq_.pending(); }
   uint32_t dispatches() const { return seq_.dispatch_count(); }
   uint32_t verify_nodes() const { return n_verify_nodes_; }
   // GPU milliseconds of the last step by phase and by kernel (timed plans).

@@ -363,6 +363,24 @@ int main(int argc, char** argv) {
   uint64_t value = 0, reached = 0;
   REQUIRE_OK(vkspec_timeline(c1, &sem, &value), c1);
   CHECK(value >= 2 && vkGetSemaphoreCounterValue(a.device, sem, &reached) == VK_SUCCESS && reached == value);
+  {
+    /* The app folds vkspec's timeline into its own submission: it runs after vkspec's last one. */
+    VkTimelineSemaphoreSubmitInfo ti = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+    ti.waitSemaphoreValueCount = 1;
+    ti.pWaitSemaphoreValues = &value;
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.pNext = &ti;
+    si.waitSemaphoreCount = 1;
+    si.pWaitSemaphores = &sem;
+    si.pWaitDstStageMask = &stage;
+    VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence f;
+    CHECK(vkCreateFence(a.device, &fi, NULL, &f) == VK_SUCCESS);
+    CHECK(vkQueueSubmit(a.queue, 1, &si, f) == VK_SUCCESS);
+    CHECK(vkWaitForFences(a.device, 1, &f, VK_TRUE, 10000000000ull) == VK_SUCCESS);
+    vkDestroyFence(a.device, f, NULL);
+  }
 
   /* Poll never waits: right after submitting 24 steps it returns at once, the work in flight. */
   gp.max_tokens = 150;
@@ -387,6 +405,7 @@ int main(int argc, char** argv) {
   CHECK(poll_us * 10 < wait_us);
   REQUIRE_OK(vkspec_poll(c1, &r), c1);
   CHECK(r.count > 24 && !r.in_flight && r.step_us > 0);
+  CHECK(vkspec_fence(c1, &fence) == VKSPEC_ERROR_STATE); /* nothing in flight: no fence to wait on */
 
   /* Cancel mid-submission: nothing more is reported, submit says done, the context runs again. */
   CHECK(vkspec_step_submit(c1, 24) == VKSPEC_OK);
