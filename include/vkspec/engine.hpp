@@ -98,9 +98,9 @@ class Engine {
   void wait();  // blocks until the submission in flight (if any) is done
   void cancel();
   bool done() const;
-  // Every submission also signals this timeline semaphore; its value once the last one is done.
-  VkSemaphore timeline() const;
-  uint64_t timeline_value() const;
+  // From now on every submission also signals `timeline` (a timeline semaphore the caller owns
+  // and keeps alive while this engine may submit) to ++*counter. Null: none.
+  void set_timeline(VkSemaphore timeline, uint64_t* counter);
   VkFence fence() const;  // of the submission in flight (prefill or steps); null when none was left pending
   const EngineOptions& options() const { return opts_; }
   // Throws the error generate() would give for this prompt and length, without running.

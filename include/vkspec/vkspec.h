@@ -260,8 +260,8 @@ VKSPEC_API vkspec_status vkspec_wait(vkspec_context* ctx);
 /* Ends the generation: no further tokens are reported; work in flight completes on its own. */
 VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* ctx);
 /* A timeline semaphore every submission of this context signals, and the value at which the last
- * submission is done: the application may wait on it in its own vkQueueSubmit or with
- * vkWaitSemaphores. Owned by the context. */
+ * submission is done (0 before any): the application may wait on it in its own vkQueueSubmit or
+ * with vkWaitSemaphores. Owned by the context; valid until vkspec_context_destroy. */
 VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* ctx, VkSemaphore* semaphore, uint64_t* value);
 /* The fence of the submission in flight (signalled when it is done); VKSPEC_ERROR_STATE when
  * none is (vkspec_poll or vkspec_wait already saw it done). Valid until the next call on ctx;

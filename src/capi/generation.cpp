@@ -13,6 +13,9 @@ struct vkspec_context : Handle {
   std::shared_ptr<Model> m;
   Instance* inst = nullptr;
   std::unique_ptr<Engine> engine;
+  // Signalled by every submission of this context (to ++timeline_value), whichever engine made it.
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t timeline_value = 0;
   EngineOptions engine_opts;
   std::optional<StreamDecoder> decoder;
   bool started = false;
@@ -77,6 +80,7 @@ void start(vkspec_context* c, const vkspec_generation_params& p) {
   if (!c->engine || !same(o, c->engine_opts)) {
     c->engine.reset();
     c->engine = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+    c->engine->set_timeline(c->timeline, &c->timeline_value);
     c->engine_opts = o;
   }
   c->engine->begin(prompt, p.max_tokens);
@@ -147,9 +151,17 @@ VKSPEC_API vkspec_status vkspec_context_create(vkspec_model* model, const vkspec
     for (auto& i : m.instances)
       if (!i->in_use) inst = i.get();
     if (!inst) inst = &m.load_instance(nullptr, nullptr);  // a context beyond the loaded copies: its own
+    const VolkDeviceTable& vk = m.rt->ctx->vk();
+    VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    VkSemaphoreCreateInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    si.pNext = &ti;
+    VkSemaphore sem = VK_NULL_HANDLE;
+    VKSPEC_VK(vk.vkCreateSemaphore(m.rt->ctx->device(), &si, nullptr, &sem));
     auto* c = new vkspec_context;
     c->m = model->m;
     c->inst = inst;
+    c->timeline = sem;
     inst->in_use = true;
     *out = c;
     return VKSPEC_OK;
@@ -163,6 +175,14 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
     std::lock_guard<std::recursive_mutex> lock(m->rt->mu);
     try {
       c->engine.reset();  // waits for its own work in flight
+      // The fence says the batch is done; the semaphore's signal is part of it, waited for too.
+      const Context& ctx = *m->rt->ctx;
+      VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+      wi.semaphoreCount = 1;
+      wi.pSemaphores = &c->timeline;
+      wi.pValues = &c->timeline_value;
+      ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
+      ctx.vk().vkDestroySemaphore(ctx.device(), c->timeline, nullptr);
     } catch (...) {
     }
     c->inst->in_use = false;
@@ -228,10 +248,9 @@ VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
 
 VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* c, VkSemaphore* semaphore, uint64_t* value) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    require_started(c);
     if (!semaphore || !value) throw Error("vkspec_timeline: semaphore and value are required");
-    *semaphore = c->engine->timeline();
-    *value = c->engine->timeline_value();
+    *semaphore = c->timeline;
+    *value = c->timeline_value;
     return VKSPEC_OK;
   })
 }

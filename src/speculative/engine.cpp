@@ -28,22 +28,15 @@ struct Engine::Parts {
   std::unique_ptr<Run> run;  // the generation in progress (begin / submit / poll)
 };
 
-// The non-blocking generation's state. Every submission signals `timeline` to the next value.
+// The non-blocking generation's state. With a timeline (set_timeline), every submission signals
+// it to ++*counter.
 struct Engine::Parts::Run {
-  Context& ctx;
   VkSemaphore timeline = VK_NULL_HANDLE;
-  uint64_t value = 0;
+  uint64_t* counter = nullptr;
   std::unique_ptr<Sequence> prefill;
   uint32_t n_new = 0, seen = 0;
   bool begun = false, finished = false, cancelled = false;
-  explicit Run(Context& c) : ctx(c) {
-    VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
-    ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    VkSemaphoreCreateInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
-    si.pNext = &ti;
-    VKSPEC_VK(ctx.vk().vkCreateSemaphore(ctx.device(), &si, nullptr, &timeline));
-  }
-  ~Run() { ctx.vk().vkDestroySemaphore(ctx.device(), timeline, nullptr); }
+  uint64_t next() { return counter ? ++*counter : 0; }
 };
 
 void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
@@ -122,7 +115,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   }
   PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels};
   p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
-  p.run = std::make_unique<Parts::Run>(ctx);
+  p.run = std::make_unique<Parts::Run>();
 }
 
 Engine::~Engine() {
@@ -219,7 +212,7 @@ void Engine::begin(const std::vector<uint32_t>& prompt, uint32_t n_new) {
   }
   record_prefill(seq, prompt);
   seq.end();
-  seq.submit(1, r.timeline, ++r.value);
+  seq.submit(1, r.timeline, r.next());
 }
 
 bool Engine::submit(uint32_t steps) {
@@ -229,7 +222,7 @@ bool Engine::submit(uint32_t steps) {
   if (steps < 1 || steps > 1024) throw Error("steps per submission must be in 1..1024, got " + std::to_string(steps));
   if (r.finished || r.cancelled) return false;
   if ((r.prefill && !r.prefill->ready()) || !p.plan->ready()) return false;
-  p.plan->submit(steps, r.timeline, ++r.value);
+  p.plan->submit(steps, r.timeline, r.next());
   return true;
 }
 
@@ -261,8 +254,11 @@ void Engine::wait() {
 
 void Engine::cancel() { parts_->run->cancelled = true; }
 bool Engine::done() const { return !parts_->run->begun || parts_->run->cancelled || parts_->run->finished; }
-VkSemaphore Engine::timeline() const { return parts_->run->timeline; }
-uint64_t Engine::timeline_value() const { return parts_->run->value; }
+void Engine::set_timeline(VkSemaphore timeline, uint64_t* counter) {
+  wait();  // no submission in flight signals the previous one
+  parts_->run->timeline = timeline;
+  parts_->run->counter = timeline ? counter : nullptr;
+}
 VkFence Engine::fence() const {
   const Parts& p = *parts_;
   if (p.run->prefill && p.run->prefill->pending()) return p.run->prefill->fence();

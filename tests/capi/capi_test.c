@@ -267,6 +267,22 @@ int main(int argc, char** argv) {
   memset(&a, 0, sizeof a);
   make_instance(&a);
 
+  /* vkspec's own device, with a queue priority and a global priority where the driver has one. */
+  {
+    vkspec_runtime_desc d;
+    vkspec_runtime_desc_init(&d);
+    d.pipeline_cache_dir = "-";
+    d.queue_priority = 0.5f;
+    d.global_priority = VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR;
+    vkspec_runtime* own = NULL;
+    REQUIRE_OK(vkspec_runtime_create(&d, &own), NULL);
+    CHECK(strlen(vkspec_runtime_device_name(own)) > 0);
+    vkspec_runtime_destroy(own);
+    d.queue_priority = 2.0f;
+    CHECK(vkspec_runtime_create(&d, &own) == VKSPEC_ERROR_INVALID_ARGUMENT && own == NULL);
+    CHECK(strstr(vkspec_last_error(NULL), "priority") != NULL);
+  }
+
   /* Requirements, then refusal of a device created without timelineSemaphore. */
   vkspec_device_requirements req;
   REQUIRE_OK(vkspec_required_device_features(a.instance, a.pd, &req), NULL);
