@@ -119,7 +119,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
 }
 
 Engine::~Engine() {
-  if (parts_ && parts_->run) wait();  // nothing in flight may outlive its buffers and semaphore
+  if (parts_ && parts_->run) wait();  // nothing in flight may outlive the buffers it uses
 }
 
 uint32_t Engine::verify_nodes() const {
