@@ -37,8 +37,9 @@
  * the application destroys it only after every vkspec handle made on it is destroyed.
  * Strings returned by vkspec (last error, poll text) belong to the handle and stay valid until the
  * next call on that handle. Token arrays returned by vkspec_poll likewise.
- * vkspec_last_error(NULL) is the calling thread's last error from a call without a handle
- * (creation failures).
+ * vkspec_last_error(NULL) is the calling thread's last error from a call without a handle to
+ * keep it (vkspec_runtime_create, vkspec_required_device_features, a NULL handle). A failed
+ * vkspec_model_load reports on its runtime, a failed vkspec_context_create on its model.
  *
  * WEIGHTS AND CONTEXTS. Each context holds its own KV caches. In this version each context also
  * holds its own copy of the model's weights on the device (the verifier and head objects own their
@@ -85,7 +86,7 @@ typedef struct vkspec_model vkspec_model;
 typedef struct vkspec_context vkspec_context;
 
 /* Text of the last error on this handle ("" if none); NULL: the calling thread's last error of
- * a call that had no handle to keep it (runtime/model/context creation, the device query). */
+ * a call that had no handle to keep it (see LIFETIME above). */
 VKSPEC_API const char* vkspec_last_error(const void* handle);
 VKSPEC_API const char* vkspec_status_name(vkspec_status s);
 
