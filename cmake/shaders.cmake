@@ -12,6 +12,7 @@ file(MAKE_DIRECTORY ${_spv_dir} ${CMAKE_CURRENT_BINARY_DIR}/generated)
 # tree_limits.h), which the shaders include as "vkspec/<name>.h" (-I include).
 file(GLOB VKSPEC_SHADER_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/shaders/*.glsl
      ${CMAKE_CURRENT_SOURCE_DIR}/include/vkspec/*.h)
+list(FILTER VKSPEC_SHADER_INCLUDES EXCLUDE REGEX "/vkspec\\.h$")  # the C API: no shader reads it
 
 function(vkspec_shader name source)
   cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})

@@ -310,9 +310,23 @@ Context::Context(const AdoptedDevice& a, const ContextOptions& opts) {
   init_loader();
   if (!a.instance || !a.physical_device || !a.device || !a.queue)
     throw Error("AdoptedDevice needs instance, physical_device, device and queue");
+  if (a.api_version < VK_API_VERSION_1_2)
+    throw MissingFeature("the application's instance asks for Vulkan " + std::to_string(VK_API_VERSION_MAJOR(a.api_version)) +
+                         "." + std::to_string(VK_API_VERSION_MINOR(a.api_version)) +
+                         "; vkspec needs VkApplicationInfo::apiVersion >= 1.2");
+  if (!a.enabled.timeline_semaphore)
+    throw MissingFeature("the application's device was created without the timelineSemaphore feature "
+                         "(VkPhysicalDeviceVulkan12Features::timelineSemaphore); vkspec needs it");
   instance_ = a.instance;
   volkLoadInstanceOnly(instance_);
   physical_ = a.physical_device;
+  uint32_t nfam = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nfam);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, fams.data());
+  if (a.queue_family >= nfam || !(fams[a.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+    throw MissingFeature("queue family " + std::to_string(a.queue_family) + " has no compute capability " +
+                         "(vkspec records compute dispatches on the queue it is given)");
   device_ = a.device;
   queue_ = a.queue;
   queue_family_ = a.queue_family;
@@ -331,6 +345,8 @@ Context::Context(const AdoptedDevice& a, const ContextOptions& opts) {
 void Context::init_device(const ContextOptions& opts, bool own) {
   caps_ = query_caps(physical_, int(queue_family_));
   storage_range_limit_ = opts.storage_range_limit;
+  queue_lock_ = opts.queue_lock;
+  if (!queue_lock_.lock != !queue_lock_.unlock) throw Error("a queue lock needs both lock and unlock callbacks");
   if (caps_.api_version < VK_API_VERSION_1_2)
     throw Error("device '" + caps_.name + "' supports Vulkan " + std::to_string(VK_API_VERSION_MAJOR(caps_.api_version)) +
                 "." + std::to_string(VK_API_VERSION_MINOR(caps_.api_version)) + "; vkspec needs 1.2");
@@ -347,6 +363,13 @@ void Context::init_device(const ContextOptions& opts, bool own) {
     f12.shaderInt8 = caps_.int8_arithmetic;
     f12.storageBuffer8BitAccess = caps_.storage_8bit;
     f11.storageBuffer16BitAccess = caps_.storage_16bit;
+    VkPhysicalDeviceVulkan12Features avail12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 avail{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    avail.pNext = &avail12;
+    vkGetPhysicalDeviceFeatures2(physical_, &avail);
+    if (!avail12.timelineSemaphore)
+      throw MissingFeature("device '" + caps_.name + "' lacks the timelineSemaphore feature vkspec needs");
+    f12.timelineSemaphore = VK_TRUE;
     std::vector<const char*> exts;
     if (caps_.subgroup_size_control) {
       ssc.subgroupSizeControl = VK_TRUE;
@@ -357,22 +380,39 @@ void Context::init_device(const ContextOptions& opts, bool own) {
       if (has_extension(physical_, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
         exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     }
-    VkPhysicalDeviceFeatures2 avail{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    vkGetPhysicalDeviceFeatures2(physical_, &avail);
     feats.features.shaderInt64 = avail.features.shaderInt64;
     feats.features.shaderInt16 = avail.features.shaderInt16;
-    float prio = 1.0f;
+    if (!(opts.queue_priority >= 0.0f && opts.queue_priority <= 1.0f))
+      throw Error("queue priority must be in 0..1, got " + std::to_string(opts.queue_priority));
+    float prio = opts.queue_priority;
     VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qi.queueFamilyIndex = queue_family_;
     qi.queueCount = 1;
     qi.pQueuePriorities = &prio;
+    // A system-wide queue priority where the driver offers one (KHR and EXT share the struct).
+    VkDeviceQueueGlobalPriorityCreateInfoKHR gp{VK_STRUCTURE_TYPE_DEVICE_QUEUE_GLOBAL_PRIORITY_CREATE_INFO_KHR};
+    const char* gp_ext = has_extension(physical_, VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME) ? VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME
+                         : has_extension(physical_, VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME) ? VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME
+                                                                                           : nullptr;
+    if (opts.global_priority && gp_ext) {
+      gp.globalPriority = VkQueueGlobalPriorityKHR(opts.global_priority);
+      qi.pNext = &gp;
+      exts.push_back(gp_ext);
+    }
     VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     di.pNext = &feats;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     di.enabledExtensionCount = uint32_t(exts.size());
     di.ppEnabledExtensionNames = exts.data();
-    VKSPEC_VK(vkCreateDevice(physical_, &di, nullptr, &device_));
+    VkResult r = vkCreateDevice(physical_, &di, nullptr, &device_);
+    if ((r == VK_ERROR_NOT_PERMITTED_KHR || r == VK_ERROR_INITIALIZATION_FAILED) && qi.pNext) {
+      qi.pNext = nullptr;  // the system refused the priority: run at the default one
+      exts.pop_back();
+      di.enabledExtensionCount = uint32_t(exts.size());
+      r = vkCreateDevice(physical_, &di, nullptr, &device_);
+    }
+    VKSPEC_VK(r);
     owns_device_ = true;
   }
   volkLoadDeviceTable(&vk_, device_);
@@ -389,7 +429,9 @@ void Context::init_device(const ContextOptions& opts, bool own) {
 }
 
 Context::~Context() {
-  if (device_) vk_.vkDeviceWaitIdle(device_);
+  // vkspec's own device: wait for everything. A borrowed one is the application's, its queue
+  // shared; every vkspec submission is fenced and waited for by its owner (Sequence, one_shot).
+  if (device_ && owns_device_) vk_.vkDeviceWaitIdle(device_);
   pipelines_.reset();
   if (fence_) vk_.vkDestroyFence(device_, fence_, nullptr);
   if (pool_) vk_.vkDestroyCommandPool(device_, pool_, nullptr);
@@ -416,6 +458,13 @@ uint32_t Context::memory_type(uint32_t bits, VkMemoryPropertyFlags required, VkM
   return uint32_t(fallback);
 }
 
+void Context::queue_submit(const VkSubmitInfo& si, VkFence fence) {
+  if (queue_lock_.lock) queue_lock_.lock(queue_lock_.user);
+  const VkResult r = vk_.vkQueueSubmit(queue_, 1, &si, fence);
+  if (queue_lock_.unlock) queue_lock_.unlock(queue_lock_.user);
+  VKSPEC_VK(r);
+}
+
 std::vector<std::string> Context::take_validation_messages() {
   std::lock_guard<std::mutex> lock(messages_mutex_);
   return std::exchange(messages_, {});
@@ -438,7 +487,7 @@ void Context::one_shot_end(VkCommandBuffer cb) {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;
   VKSPEC_VK(vk_.vkResetFences(device_, 1, &fence_));
-  VKSPEC_VK(vk_.vkQueueSubmit(queue_, 1, &si, fence_));
+  queue_submit(si, fence_);
   VKSPEC_VK(vk_.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX));
   ++host_waits_;
   vk_.vkFreeCommandBuffers(device_, pool_, 1, &cb);

@@ -37,7 +37,7 @@ void throw_vk_error(VkResult r, const char* call, const char* file, int line) {
   std::ostringstream os;
   os << call << " failed with " << vk_result_name(r) << " (" << static_cast<int>(r) << ") at " << file << ":"
      << line;
-  throw Error(os.str());
+  throw VulkanError(os.str(), r);
 }
 
 }  // namespace vkspec

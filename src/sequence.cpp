@@ -219,16 +219,36 @@ void Sequence::end() {
   }
 }
 
-void Sequence::submit(uint32_t copies) {
+void Sequence::submit(uint32_t copies) { submit(copies, VK_NULL_HANDLE, 0); }
+
+void Sequence::submit(uint32_t copies, VkSemaphore timeline, uint64_t value) {
   const auto& vk = ctx_.vk();
   if (copies != 1 && !replayable_) throw Error("Sequence::submit: only a replayable sequence runs several copies");
+  if (pending_) throw Error("Sequence::submit: the previous submission is still in flight");
   const std::vector<VkCommandBuffer> cbs(copies, cb_);
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = copies;
   si.pCommandBuffers = cbs.data();
+  VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  if (timeline) {
+    ti.signalSemaphoreValueCount = 1;
+    ti.pSignalSemaphoreValues = &value;
+    si.pNext = &ti;
+    si.signalSemaphoreCount = 1;
+    si.pSignalSemaphores = &timeline;
+  }
   VKSPEC_VK(vk.vkResetFences(ctx_.device(), 1, &fence_));
-  VKSPEC_VK(vk.vkQueueSubmit(ctx_.queue(), 1, &si, fence_));
+  ctx_.queue_submit(si, fence_);
   pending_ = true;
+}
+
+bool Sequence::ready() {
+  if (!pending_) return true;
+  const VkResult r = ctx_.vk().vkGetFenceStatus(ctx_.device(), fence_);
+  if (r == VK_NOT_READY) return false;
+  VKSPEC_VK(r);
+  pending_ = false;
+  return true;
 }
 
 void Sequence::wait() {

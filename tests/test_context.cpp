@@ -50,7 +50,10 @@ TEST_CASE("a caller's own Vulkan device can be adopted (embedding in an app that
   qi.queueFamilyIndex = fam;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.timelineSemaphore = VK_TRUE;  // the one feature vkspec requires
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f12;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qi;
   VkDevice dev;
@@ -63,8 +66,20 @@ TEST_CASE("a caller's own Vulkan device can be adopted (embedding in an app that
     AdoptedDevice a{inst, pds[0], dev, q, fam, VK_API_VERSION_1_2};
     ContextOptions o;
     o.pipeline_cache_dir = "-";
+    // Vulkan cannot tell which features a device was created with: undeclared means missing.
+    CHECK_THROWS_AS(Context(a, o), MissingFeature);
+    a.enabled.timeline_semaphore = true;
+    // Submissions to a shared queue go through the caller's lock.
+    struct Lock {
+      int held = 0, calls = 0;
+    } lock;
+    o.queue_lock.lock = [](void* u) { auto* l = static_cast<Lock*>(u); CHECK(l->held++ == 0); ++l->calls; };
+    o.queue_lock.unlock = [](void* u) { CHECK(static_cast<Lock*>(u)->held-- == 1); };
+    o.queue_lock.user = &lock;
     Context ctx(a, o);
     run_add(ctx, 1.5f, 2.25f);
+    CHECK(lock.calls > 0);
+    CHECK(lock.held == 0);
   }  // vkspec is gone; the caller's device is still alive and usable
   REQUIRE(table.vkDeviceWaitIdle(dev) == VK_SUCCESS);
   table.vkDestroyDevice(dev, nullptr);

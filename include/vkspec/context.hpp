@@ -97,6 +97,24 @@ struct ContextOptions {
   std::string pipeline_cache_dir;
   // Test hook: pretend maxStorageBufferRange is this many bytes (0 = the device's).
   uint64_t storage_range_limit = 0;
+  // When vkspec creates the device: the queue's priority (0..1) and, where the device offers
+  // VK_KHR/EXT_global_priority, a system-wide priority (a VkQueueGlobalPriorityKHR value, 0 =
+  // don't ask). A global priority the system refuses (VK_ERROR_NOT_PERMITTED) falls back to none.
+  float queue_priority = 1.0f;
+  uint32_t global_priority = 0;
+  // Vulkan requires external synchronization of a VkQueue: every vkQueueSubmit vkspec makes is
+  // bracketed by lock(user) / unlock(user) when set (an app sharing its queue passes its lock).
+  struct QueueLock {
+    void (*lock)(void* user) = nullptr;
+    void (*unlock)(void* user) = nullptr;
+    void* user = nullptr;
+  } queue_lock;
+};
+
+// A device vkspec cannot run on: what is missing is named (the C API's
+// VKSPEC_ERROR_MISSING_FEATURE).
+struct MissingFeature : Error {
+  using Error::Error;
 };
 
 // A caller's existing Vulkan objects. The caller keeps ownership; vkspec only borrows them and
@@ -113,8 +131,14 @@ struct AdoptedDevice {
     bool shader_float16 = false, shader_int8 = false;
     bool storage_buffer_16bit = false, storage_buffer_8bit = false;
     bool subgroup_size_control = false;
+    bool timeline_semaphore = false;  // required (Vulkan 1.2 timelineSemaphore)
   } enabled;
 };
+
+// What vkspec needs of a device it did not create: Vulkan 1.2 on instance and device, a compute
+// queue family, and the timelineSemaphore feature (each submission signals a timeline semaphore
+// an app can wait on or fold into its own submit). Everything else is optional (AdoptedDevice::Enabled).
+inline constexpr const char* kRequiredFeatures[] = {"timelineSemaphore"};
 
 struct PhysicalDeviceInfo {
   uint32_t index;
@@ -148,6 +172,9 @@ class Context {
   // Index of a memory type with `required` flags (and preferably `preferred` ones).
   uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
                        VkMemoryPropertyFlags preferred = 0) const;
+
+  // vkQueueSubmit under the caller's queue lock (ContextOptions::queue_lock).
+  void queue_submit(const VkSubmitInfo& si, VkFence fence);
 
   // Submits a one-off command buffer and waits for it (uploads, readbacks, setup).
   template <class F>
@@ -189,6 +216,7 @@ class Context {
   DeviceCaps caps_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t storage_range_limit_ = 0;
+  ContextOptions::QueueLock queue_lock_;
   uint64_t host_waits_ = 0;
   std::atomic<uint64_t> allocated_bytes_{0};
   std::unique_ptr<PipelineCache> pipelines_;

@@ -81,6 +81,27 @@ class Engine {
   // committed (several at once after a speculative step).
   GenerateStats generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
                          const std::function<void(const uint32_t*, size_t)>& on_tokens = {});
+  // Non-blocking generation, for a frame loop. begin() checks the prompt, submits the prefill and
+  // returns; submit(steps) chains `steps` decoding steps in one submission and returns at once,
+  // or returns false while the previous submission is still in flight (one at a time); poll()
+  // never waits: once the GPU is done it returns the tokens emitted since the last poll. cancel()
+  // ends the generation (work in flight still completes; poll reports done). generate() is
+  // begin + submit + wait + poll.
+  void begin(const std::vector<uint32_t>& prompt, uint32_t n_new);
+  bool submit(uint32_t steps);
+  struct Progress {
+    std::vector<uint32_t> tokens;  // new since the last poll
+    bool in_flight = false;        // a submission is still running
+    bool done = false;             // stop token, token limit or cancel(): nothing more will come
+  };
+  Progress poll();
+  void wait();  // blocks until the submission in flight (if any) is done
+  void cancel();
+  bool done() const;
+  // From now on every submission also signals `timeline` (a timeline semaphore the caller owns
+  // and keeps alive while this engine may submit) to ++*counter. Null: none.
+  void set_timeline(VkSemaphore timeline, uint64_t* counter);
+  VkFence fence() const;  // of the submission in flight (prefill or steps); null when none was left pending
   const EngineOptions& options() const { return opts_; }
   // Throws the error generate() would give for this prompt and length, without running.
   void check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const;

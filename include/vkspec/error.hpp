@@ -13,6 +13,12 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A Vulkan call failed (the C API's VKSPEC_ERROR_VULKAN, or VKSPEC_ERROR_OUT_OF_MEMORY).
+struct VulkanError : Error {
+  VulkanError(const std::string& what, VkResult r) : Error(what), result(r) {}
+  VkResult result;
+};
+
 const char* vk_result_name(VkResult r);
 
 [[noreturn]] void throw_vk_error(VkResult r, const char* call, const char* file, int line);

@@ -70,7 +70,13 @@ class Sequence {
   // Ends recording; a final barrier makes results visible to the host.
   void end();
   void submit(uint32_t copies = 1);  // copies > 1: replayable only, the recording back to back
+  // The same, also signalling `timeline` (a timeline semaphore) to `value` when done.
+  void submit(uint32_t copies, VkSemaphore timeline, uint64_t value);
   void wait();  // one host wait (counted in Context::host_waits)
+  // Never waits: true when nothing is in flight (the fence of the last submission is signalled).
+  bool ready();
+  bool pending() const { return pending_; }
+  VkFence fence() const { return fence_; }  // signalled when the last submission is done
   void run() {
     end();
     submit();

@@ -24,6 +24,19 @@ struct Engine::Parts {
   DeviceTree root_tree;  // a root-only tree: what the prefill's first token is sampled through
   Buffer probs;          // (1, V) G's output for that draw
   Buffer path;           // its accepted path (the root alone)
+  struct Run;
+  std::unique_ptr<Run> run;  // the generation in progress (begin / submit / poll)
+};
+
+// The non-blocking generation's state. With a timeline (set_timeline), every submission signals
+// it to ++*counter.
+struct Engine::Parts::Run {
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t* counter = nullptr;
+  std::unique_ptr<Sequence> prefill;
+  uint32_t n_new = 0, seen = 0;
+  bool begun = false, finished = false, cancelled = false;
+  uint64_t next() { return counter ? ++*counter : 0; }
 };
 
 void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
@@ -102,9 +115,12 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   }
   PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels};
   p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
+  p.run = std::make_unique<Parts::Run>();
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (parts_ && parts_->run) wait();  // nothing in flight may outlive the buffers it uses
+}
 
 uint32_t Engine::verify_nodes() const {
   return opts_.strategy == Strategy::AR ? 1 : make_combiner(opts_.strategy)->verify_nodes(opts_.budget);
@@ -172,39 +188,99 @@ double thread_cpu_us() {
 }
 }  // namespace
 
-GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
-                               const std::function<void(const uint32_t*, size_t)>& on_tokens) {
-  using clock = std::chrono::steady_clock;
+void Engine::begin(const std::vector<uint32_t>& prompt, uint32_t n_new) {
   check_fits(prompt, n_new);
+  wait();  // a previous generation's work in flight (the caller normally polled it to the end)
   Parts& p = *parts_;
+  Parts::Run& r = *p.run;
   StepBuffers& b = p.buffers;
-  GenerateStats st;
-  st.accept_hist.assign(draft_depth() + 2, 0);
-  if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
+  r.begun = true, r.cancelled = false, r.finished = n_new == 0, r.n_new = n_new, r.seen = 0;
+  if (n_new == 0) return;  // nothing asked for: not even the prefill's token
   // The output list's header: cleared, the limit and the stop tokens.
   uint32_t* out = static_cast<uint32_t*>(b.out_list.mapped());
   std::memset(out, 0, kOutTokens * 4);
   out[kOutLimit] = n_new;
   out[kOutStopCount] = uint32_t(opts_.stop_tokens.size());
   std::copy(opts_.stop_tokens.begin(), opts_.stop_tokens.end(), out + kOutStop);
-  b.seq_tokens.upload(prompt);
-
-  const auto t0 = clock::now();
-  {
-    Sequence seq(ctx_);
-    seq.begin();
-    record_prefill(seq, prompt);
-    seq.run();
+  r.prefill = std::make_unique<Sequence>(ctx_);
+  Sequence& seq = *r.prefill;
+  seq.begin();
+  // The prompt goes in with the prefill's commands (no blocking upload before it).
+  for (size_t i = 0; i < prompt.size(); i += 16384) {
+    const size_t n = std::min<size_t>(16384, prompt.size() - i);
+    seq.update(b.seq_tokens, i * 4, prompt.data() + i, n * 4);
   }
+  record_prefill(seq, prompt);
+  seq.end();
+  seq.submit(1, r.timeline, r.next());
+}
+
+bool Engine::submit(uint32_t steps) {
+  Parts& p = *parts_;
+  Parts::Run& r = *p.run;
+  if (!r.begun) throw Error("Engine::submit before begin()");
+  if (steps < 1 || steps > 1024) throw Error("steps per submission must be in 1..1024, got " + std::to_string(steps));
+  if (r.finished || r.cancelled) return false;
+  if ((r.prefill && !r.prefill->ready()) || !p.plan->ready()) return false;
+  p.plan->submit(steps, r.timeline, r.next());
+  return true;
+}
+
+Engine::Progress Engine::poll() {
+  Parts& p = *parts_;
+  Parts::Run& r = *p.run;
+  Progress pr;
+  if ((r.prefill && !r.prefill->ready()) || !p.plan->ready()) {
+    pr.in_flight = true;
+    pr.done = r.cancelled;
+    return pr;
+  }
+  if (r.begun && !r.cancelled && !r.finished) {
+    const uint32_t* out = static_cast<const uint32_t*>(p.buffers.out_list.mapped());
+    const uint32_t n = std::min(out[kOutCount], r.n_new);
+    if (n > r.seen) pr.tokens.assign(out + kOutTokens + r.seen, out + kOutTokens + n);
+    r.seen = std::max(r.seen, n);
+    r.finished = out[kOutDone] != 0;
+  }
+  pr.done = !r.begun || r.cancelled || r.finished;
+  return pr;
+}
+
+void Engine::wait() {
+  Parts& p = *parts_;
+  if (p.run->prefill) p.run->prefill->wait();
+  p.plan->wait();
+}
+
+void Engine::cancel() { parts_->run->cancelled = true; }
+bool Engine::done() const { return !parts_->run->begun || parts_->run->cancelled || parts_->run->finished; }
+void Engine::set_timeline(VkSemaphore timeline, uint64_t* counter) {
+  wait();  // no submission in flight signals the previous one
+  parts_->run->timeline = timeline;
+  parts_->run->counter = timeline ? counter : nullptr;
+}
+VkFence Engine::fence() const {
+  const Parts& p = *parts_;
+  if (p.run->prefill && p.run->prefill->pending()) return p.run->prefill->fence();
+  return p.plan->pending() ? p.plan->fence() : VK_NULL_HANDLE;
+}
+
+GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_new,
+                               const std::function<void(const uint32_t*, size_t)>& on_tokens) {
+  using clock = std::chrono::steady_clock;
+  check_fits(prompt, n_new);
+  Parts& p = *parts_;
+  GenerateStats st;
+  st.accept_hist.assign(draft_depth() + 2, 0);
+  if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
+  const auto t0 = clock::now();
+  begin(prompt, n_new);
+  wait();
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  uint32_t seen = 0;
   const auto emit = [&] {
-    const uint32_t n = std::min(out[kOutCount], n_new);
-    if (n > seen) {
-      st.tokens.insert(st.tokens.end(), out + kOutTokens + seen, out + kOutTokens + n);
-      if (on_tokens) on_tokens(out + kOutTokens + seen, n - seen);
-      seen = n;
-    }
+    const Progress pr = poll();
+    st.tokens.insert(st.tokens.end(), pr.tokens.begin(), pr.tokens.end());
+    if (on_tokens && !pr.tokens.empty()) on_tokens(pr.tokens.data(), pr.tokens.size());
   };
   emit();
 
@@ -214,9 +290,9 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   const uint32_t S = opts_.steps_per_submit;
   uint32_t submits = 0;
   StepPlan::Timing timing;
-  while (!out[kOutDone]) {
-    p.plan->submit(S);
-    p.plan->wait();
+  while (!done()) {
+    submit(S);
+    wait();
     ++submits;
     emit();
     if (opts_.time_kernels) {
@@ -225,6 +301,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       for (const auto& k : tm.kernels) st.kernel_ms[k.label] += k.us * 1e-3;
     }
   }
+  const uint32_t* out = static_cast<const uint32_t*>(p.buffers.out_list.mapped());
   const double cpu_us = thread_cpu_us() - cpu1;
   st.seconds = std::chrono::duration<double>(clock::now() - t1).count();
   st.steps = out[kOutSteps];

@@ -27,7 +27,11 @@ class StepPlan {
   StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
            const PlanShape& shape, StepBuffers& buffers);
   void submit(uint32_t steps) { seq_.submit(steps); }
+  void submit(uint32_t steps, VkSemaphore timeline, uint64_t value) { seq_.submit(steps, timeline, value); }
   void wait() { seq_.wait(); }
+  bool ready() { return seq_.ready(); }  // never waits
+  VkFence fence() const { return seq_.fence(); }
+  bool pending() const { return seq_.pending(); }
   uint32_t dispatches() const { return seq_.dispatch_count(); }
   uint32_t verify_nodes() const { return n_verify_nodes_; }
   // GPU milliseconds of the last step by phase and by kernel (timed plans).

@@ -1,0 +1,87 @@
+// What the C API's handles hold (include/vkspec/vkspec.h): shared pointers to the C++ objects, so
+// handles can be destroyed in any order, and each handle's last error text.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vkspec/context.hpp"
+#include "vkspec/eagle_head.hpp"
+#include "vkspec/engine.hpp"
+#include "vkspec/gguf.hpp"
+#include "vkspec/tokenizer.hpp"
+#include "vkspec/vkspec.h"
+
+namespace vkspec::capi {
+
+// The device. Every C call on a runtime, or on a model or context made on it, holds `mu`: calls
+// serialize (the Context's one-shot fence, its command pool and the queue are single-threaded).
+struct Runtime {
+  std::recursive_mutex mu;
+  ContextOptions::QueueLock app_lock;  // the application's queue lock, called inside ours
+  std::unique_ptr<Context> ctx;
+};
+
+// One device copy of the verifier and heads: weights, KV caches and scratch (LlamaModel and
+// EagleHead own all three), used by one context at a time.
+struct Instance {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleHead> head1, head2;
+  bool in_use = false;
+};
+
+struct Model {
+  std::shared_ptr<Runtime> rt;  // first: destroyed last
+  std::unique_ptr<GgufFile> file;
+  std::optional<Tokenizer> tokenizer;
+  std::string head1, head2;
+  ModelOptions model_opts;
+  uint32_t head_rows = 0;
+  uint32_t max_budget = 16, depth = 4, topk = 4;
+  std::vector<std::unique_ptr<Instance>> instances;
+  Instance& load_instance(vkspec_progress_fn progress, void* user);  // uploads a new copy
+  ~Model();
+};
+
+// A call out of order (VKSPEC_ERROR_STATE).
+struct StateError : Error {
+  using Error::Error;
+};
+
+// Turns the exception in flight into a status and `err`'s text; `fallback` for vkspec::Error.
+vkspec_status status_of_exception(std::string& err, vkspec_status fallback);
+void set_thread_error(const std::string& s);
+
+}  // namespace vkspec::capi
+
+namespace vkspec::capi {
+// What every handle starts with: vkspec_last_error(handle) reads `err` through it.
+struct Handle {
+  static constexpr uint32_t kMagic = 0x766b7370;  // "vksp"
+  uint32_t magic = kMagic;
+  std::string err;
+  ~Handle() { magic = 0; }
+};
+}  // namespace vkspec::capi
+
+struct vkspec_runtime : vkspec::capi::Handle {
+  std::shared_ptr<vkspec::capi::Runtime> rt;
+  std::string device_name;
+};
+
+struct vkspec_model : vkspec::capi::Handle {
+  std::shared_ptr<vkspec::capi::Model> m;
+};
+
+// Runs `body` (returning vkspec_status) with every exception turned into a status and the handle's
+// error text.
+#define VKSPEC_CAPI_GUARD(handle_err, fallback, ...)                   \
+  try {                                                                 \
+    handle_err.clear();                                                 \
+    __VA_ARGS__                                                         \
+  } catch (...) {                                                       \
+    return ::vkspec::capi::status_of_exception(handle_err, fallback);   \
+  }

@@ -1,0 +1,290 @@
+// The C API's generation contexts (include/vkspec/vkspec.h): an Engine per context, driven by its
+// non-blocking begin / submit / poll / cancel, on one of the model's device copies.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "capi/capi.hpp"
+
+using namespace vkspec;
+using namespace vkspec::capi;
+
+struct vkspec_context : Handle {
+  std::shared_ptr<Model> m;
+  Instance* inst = nullptr;
+  std::unique_ptr<Engine> engine;
+  // Signalled by every submission of this context (to ++timeline_value), whichever engine made it.
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t timeline_value = 0;
+  EngineOptions engine_opts;
+  std::optional<StreamDecoder> decoder;
+  bool started = false;
+  uint32_t budget_us = 0, total = 0;
+  // Measured GPU time per step: submission to observed completion, over the steps it chained.
+  double step_us = 0;
+  uint32_t steps_in_flight = 0;
+  std::chrono::steady_clock::time_point submitted;
+  // What the last poll returned (valid until the next call).
+  std::vector<uint32_t> tokens;
+  std::string text;
+};
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+Strategy strategy_of(vkspec_strategy s) {
+  switch (s) {
+    case VKSPEC_STRATEGY_AR: return Strategy::AR;
+    case VKSPEC_STRATEGY_SINGLE1: return Strategy::Single1;
+    case VKSPEC_STRATEGY_SINGLE2: return Strategy::Single2;
+    case VKSPEC_STRATEGY_ROUTE: return Strategy::Route;
+    case VKSPEC_STRATEGY_MERGE: return Strategy::Merge;
+    case VKSPEC_STRATEGY_MERGE_TRIE: return Strategy::MergeTrie;
+  }
+  throw Error("unknown strategy " + std::to_string(int(s)) + " (VKSPEC_STRATEGY_AR .. VKSPEC_STRATEGY_MERGE_TRIE)");
+}
+
+bool same(const EngineOptions& a, const EngineOptions& b) {
+  const SamplingOptions &x = a.sampling, &y = b.sampling;
+  return a.strategy == b.strategy && a.depth == b.depth && a.topk == b.topk && a.budget == b.budget &&
+         a.stop_tokens == b.stop_tokens && x.temperature == y.temperature && x.top_p == y.top_p && x.min_p == y.min_p &&
+         x.repeat_penalty == y.repeat_penalty && x.top_k == y.top_k && x.repeat_window == y.repeat_window && x.seed == y.seed;
+}
+
+// Starts a generation: the engine for these options (reused when they did not change), the
+// prompt's ids, then Engine::begin (submits the prefill, does not wait).
+void start(vkspec_context* c, const vkspec_generation_params& p) {
+  Model& m = *c->m;
+  EngineOptions o;
+  o.strategy = strategy_of(p.strategy);
+  o.depth = p.depth, o.topk = p.topk, o.budget = p.budget;
+  if (o.strategy != Strategy::AR && (o.depth > m.depth || o.topk > m.topk || o.budget > m.max_budget))
+    throw Error("depth " + std::to_string(o.depth) + ", topk " + std::to_string(o.topk) + ", budget " + std::to_string(o.budget) +
+                " exceed what the model was loaded for (vkspec_model_desc depth " + std::to_string(m.depth) + ", topk " +
+                std::to_string(m.topk) + ", max_budget " + std::to_string(m.max_budget) + ")");
+  o.sampling.temperature = p.temperature, o.sampling.top_k = p.top_k, o.sampling.top_p = p.top_p;
+  o.sampling.min_p = p.min_p, o.sampling.repeat_penalty = p.repeat_penalty, o.sampling.repeat_window = p.repeat_window;
+  o.sampling.seed = p.seed;
+  if (p.stop_count && !p.stop_ids) throw Error("stop_count > 0 but stop_ids is NULL");
+  o.stop_tokens.assign(p.stop_ids, p.stop_ids + p.stop_count);
+  std::vector<uint32_t> prompt;
+  if (p.prompt_text) {
+    if (!m.tokenizer) throw Error(m.file->path() + " carries no tokenizer: give prompt_ids instead of prompt_text");
+    prompt = m.tokenizer->encode(p.prompt_text, m.tokenizer->add_bos(), false);
+  } else {
+    if (p.prompt_count && !p.prompt_ids) throw Error("prompt_count > 0 but prompt_ids is NULL");
+    prompt.assign(p.prompt_ids, p.prompt_ids + p.prompt_count);
+  }
+  if (c->engine) c->engine->wait();  // the previous generation's work in flight
+  if (!c->engine || !same(o, c->engine_opts)) {
+    c->engine.reset();
+    c->engine = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+    c->engine->set_timeline(c->timeline, &c->timeline_value);
+    c->engine_opts = o;
+  }
+  c->engine->begin(prompt, p.max_tokens);
+  c->decoder.reset();
+  if (m.tokenizer) c->decoder.emplace(*m.tokenizer);
+  c->started = true;
+  c->budget_us = p.budget_us;
+  c->total = 0;
+  c->steps_in_flight = 0;
+  c->tokens.clear();
+  c->text.clear();
+}
+
+uint32_t steps_for_budget(const vkspec_context* c) {
+  if (!c->budget_us || c->step_us <= 0) return 1;
+  return uint32_t(std::clamp(std::floor(c->budget_us / c->step_us), 1.0, 64.0));
+}
+
+// Engine::poll into the context's result buffers; updates the step time once a submission is seen done.
+void poll(vkspec_context* c, vkspec_poll_result* out) {
+  Engine::Progress pr = c->engine->poll();
+  if (!pr.in_flight && c->steps_in_flight) {
+    const double us = std::chrono::duration<double, std::micro>(clock_type::now() - c->submitted).count() / c->steps_in_flight;
+    // The observed time includes however late the poll came: follow decreases at once, increases slowly.
+    c->step_us = c->step_us <= 0 || us < c->step_us ? us : c->step_us + 0.125 * (us - c->step_us);
+    c->steps_in_flight = 0;
+  }
+  c->tokens = std::move(pr.tokens);
+  c->text.clear();
+  if (c->decoder) {
+    for (uint32_t id : c->tokens) c->text += c->decoder->push(id);
+    if (pr.done && !pr.in_flight) c->text += c->decoder->flush();
+  }
+  c->total += uint32_t(c->tokens.size());
+  if (out) {
+    out->tokens = c->tokens.data();
+    out->count = uint32_t(c->tokens.size());
+    out->text = c->text.c_str();
+    out->in_flight = pr.in_flight;
+    out->done = pr.done;
+    out->total = c->total;
+    out->step_us = c->step_us;
+  }
+}
+
+#define CTX_GUARD(c, fallback, ...)                                                                \
+  if (!c) return set_thread_error("no context (NULL handle)"), VKSPEC_ERROR_INVALID_ARGUMENT;     \
+  std::lock_guard<std::recursive_mutex> lock_(c->m->rt->mu);                                      \
+  VKSPEC_CAPI_GUARD(c->err, fallback, __VA_ARGS__)
+
+void require_started(const vkspec_context* c) {
+  if (!c->started) throw StateError("no generation on this context: call vkspec_generation_start first");
+}
+
+}  // namespace
+
+extern "C" {
+
+VKSPEC_API vkspec_status vkspec_context_create(vkspec_model* model, const vkspec_context_desc* desc, vkspec_context** out) {
+  if (!model) return set_thread_error("vkspec_context_create: no model"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  std::lock_guard<std::recursive_mutex> lock(model->m->rt->mu);
+  VKSPEC_CAPI_GUARD(model->err, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!out) throw Error("vkspec_context_create: out is required");
+    if (desc && desc->reserved) throw Error("vkspec_context_desc.reserved must be 0");
+    *out = nullptr;
+    Model& m = *model->m;
+    Instance* inst = nullptr;
+    for (auto& i : m.instances)
+      if (!i->in_use) inst = i.get();
+    if (!inst) inst = &m.load_instance(nullptr, nullptr);  // a context beyond the loaded copies: its own
+    const VolkDeviceTable& vk = m.rt->ctx->vk();
+    VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    VkSemaphoreCreateInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    si.pNext = &ti;
+    VkSemaphore sem = VK_NULL_HANDLE;
+    VKSPEC_VK(vk.vkCreateSemaphore(m.rt->ctx->device(), &si, nullptr, &sem));
+    auto* c = new vkspec_context;
+    c->m = model->m;
+    c->inst = inst;
+    c->timeline = sem;
+    inst->in_use = true;
+    *out = c;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
+  if (!c) return;
+  std::shared_ptr<Model> m = c->m;  // outlives the lock below, so the runtime cannot go inside it
+  {
+    std::lock_guard<std::recursive_mutex> lock(m->rt->mu);
+    try {
+      c->engine.reset();  // waits for its own work in flight
+      // The fence says the batch is done; the semaphore's signal is part of it, waited for too.
+      const Context& ctx = *m->rt->ctx;
+      VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+      wi.semaphoreCount = 1;
+      wi.pSemaphores = &c->timeline;
+      wi.pValues = &c->timeline_value;
+      ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
+      ctx.vk().vkDestroySemaphore(ctx.device(), c->timeline, nullptr);
+    } catch (...) {
+    }
+    c->inst->in_use = false;
+    delete c;
+  }
+}
+
+VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p) {
+  if (!p) return;
+  *p = vkspec_generation_params{};
+  p->max_tokens = 64;
+  p->strategy = VKSPEC_STRATEGY_AR;
+  p->depth = 4, p->topk = 4, p->budget = 8;
+  p->top_p = 1, p->repeat_penalty = 1, p->repeat_window = 64;
+}
+
+VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec_generation_params* p) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!p) throw Error("vkspec_generation_start: params are required");
+    c->started = false;
+    start(c, *p);
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_started(c);
+    if (steps > 64) throw Error("vkspec_step_submit: at most 64 steps per submission, got " + std::to_string(steps));
+    if (c->engine->done()) return VKSPEC_DONE;
+    const uint32_t n = steps ? steps : steps_for_budget(c);
+    if (!c->engine->submit(n)) return c->engine->done() ? VKSPEC_DONE : VKSPEC_NOT_READY;
+    c->submitted = clock_type::now();
+    c->steps_in_flight = n;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!out) throw Error("vkspec_poll: out is required");
+    require_started(c);
+    poll(c, out);
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_started(c);
+    c->engine->wait();
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_started(c);
+    c->engine->cancel();
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* c, VkSemaphore* semaphore, uint64_t* value) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!semaphore || !value) throw Error("vkspec_timeline: semaphore and value are required");
+    *semaphore = c->timeline;
+    *value = c->timeline_value;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_fence(vkspec_context* c, VkFence* fence) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_started(c);
+    if (!fence) throw Error("vkspec_fence: fence is required");
+    *fence = c->engine->fence();
+    if (!*fence) throw StateError("vkspec_fence: no submission in flight on this context");
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generation_params* p, vkspec_tokens_fn on_tokens,
+                                         vkspec_text_fn on_text, void* user) {
+  CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!p) throw Error("vkspec_generate: params are required");
+    c->started = false;
+    start(c, *p);
+    vkspec_poll_result r{};
+    // Steps past the end are no-ops on the GPU, so a few per submission cost nothing extra.
+    const uint32_t per_submit = p->budget_us ? 0 : 4;
+    for (;;) {
+      c->engine->wait();
+      poll(c, &r);
+      if (r.count && on_tokens) on_tokens(r.tokens, r.count, user);
+      if (r.text[0] && on_text) on_text(r.text, user);
+      if (r.done) break;
+      const uint32_t n = per_submit ? per_submit : steps_for_budget(c);
+      if (c->engine->submit(n)) c->submitted = clock_type::now(), c->steps_in_flight = n;
+    }
+    return VKSPEC_OK;
+  })
+}
+
+}  // extern "C"

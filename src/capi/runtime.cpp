@@ -1,0 +1,381 @@
+// The C API's runtime and model calls (include/vkspec/vkspec.h): a thin layer over Context,
+// LlamaModel, EagleHead and Tokenizer that never lets an exception through.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+#include "capi/capi.hpp"
+#include "vkspec/model_config.hpp"
+
+namespace vkspec::capi {
+
+namespace {
+thread_local std::string g_thread_error;
+
+void load_vulkan_loader() {
+  static std::once_flag once;
+  static VkResult result = VK_SUCCESS;
+  std::call_once(once, [] { result = volkInitialize(); });
+  if (result != VK_SUCCESS) throw Error("no Vulkan loader found (libvulkan.so.1)");
+}
+
+bool has_ext(VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+// What the application's VkDeviceCreateInfo::pNext chain enabled.
+AdoptedDevice::Enabled parse_enabled(const void* chain, uint32_t n_ext, const char* const* exts) {
+  AdoptedDevice::Enabled e;
+  bool ssc_ext = false;
+  for (uint32_t i = 0; i < n_ext; ++i)
+    if (exts && exts[i] && std::strcmp(exts[i], VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) ssc_ext = true;
+  for (auto* s = static_cast<const VkBaseInStructure*>(chain); s; s = s->pNext) {
+    switch (s->sType) {
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(s);
+        e.timeline_semaphore |= bool(f->timelineSemaphore);
+        e.shader_float16 |= bool(f->shaderFloat16);
+        e.shader_int8 |= bool(f->shaderInt8);
+        e.storage_buffer_8bit |= bool(f->storageBuffer8BitAccess);
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+        e.storage_buffer_16bit |= bool(reinterpret_cast<const VkPhysicalDeviceVulkan11Features*>(s)->storageBuffer16BitAccess);
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
+        e.timeline_semaphore |= bool(reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(s)->timelineSemaphore);
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+        e.storage_buffer_16bit |= bool(reinterpret_cast<const VkPhysicalDevice16BitStorageFeatures*>(s)->storageBuffer16BitAccess);
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES:
+        e.storage_buffer_8bit |= bool(reinterpret_cast<const VkPhysicalDevice8BitStorageFeatures*>(s)->storageBuffer8BitAccess);
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(s);
+        e.shader_float16 |= bool(f->shaderFloat16);
+        e.shader_int8 |= bool(f->shaderInt8);
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES:
+        // Core only from Vulkan 1.3; vkspec asks for 1.2, so the extension must be enabled too.
+        e.subgroup_size_control |=
+            ssc_ext && bool(reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeatures*>(s)->subgroupSizeControl);
+        break;
+      default:
+        break;
+    }
+  }
+  return e;
+}
+
+uint64_t head_file_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const char* f : {"model.safetensors", "pytorch_model.bin"})
+      if (fs::exists(fs::path(path) / f, ec)) return fs::file_size(fs::path(path) / f, ec);
+    throw Error("head folder '" + path + "' has neither model.safetensors nor pytorch_model.bin");
+  }
+  const uint64_t n = fs::file_size(path, ec);
+  if (ec) throw Error("cannot read head '" + path + "': " + ec.message());
+  return n;
+}
+
+void copy_desc_options(Model& m, const vkspec_model_desc& d) {
+  if (!d.path || !*d.path) throw Error("vkspec_model_desc.path is empty: give the verifier's GGUF file");
+  if (d.head2 && !d.head1) throw Error("vkspec_model_desc.head2 without head1");
+  if (d.max_budget < 1 || d.depth < 1 || d.topk < 1)
+    throw Error("vkspec_model_desc: max_budget, depth and topk must be >= 1");
+  m.max_budget = d.max_budget, m.depth = d.depth, m.topk = d.topk;
+  m.head1 = d.head1 ? d.head1 : "";
+  m.head2 = d.head2 ? d.head2 : "";
+  m.model_opts.context = d.context_tokens;
+  // As the command line sizes them (src/cli/session.cpp): merge verifies 1 + 2B rows.
+  const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(d.max_budget));
+  if (rows > 4096) throw Error("vkspec_model_desc.max_budget " + std::to_string(d.max_budget) + " is too large");
+  m.model_opts.max_rows = uint32_t(rows);
+  m.head_rows = std::max<uint32_t>({uint32_t(rows), d.topk, d.depth + 1});
+}
+}  // namespace
+
+void set_thread_error(const std::string& s) { g_thread_error = s; }
+
+vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
+  try {
+    throw;
+  } catch (const MissingFeature& e) {
+    err = e.what();
+    return VKSPEC_ERROR_MISSING_FEATURE;
+  } catch (const StateError& e) {
+    err = e.what();
+    return VKSPEC_ERROR_STATE;
+  } catch (const VulkanError& e) {
+    err = e.what();
+    return e.result == VK_ERROR_OUT_OF_DEVICE_MEMORY || e.result == VK_ERROR_OUT_OF_HOST_MEMORY ? VKSPEC_ERROR_OUT_OF_MEMORY
+                                                                                                : VKSPEC_ERROR_VULKAN;
+  } catch (const Error& e) {
+    err = e.what();
+    return fallback;
+  } catch (const std::bad_alloc&) {
+    err = "out of host memory";
+    return VKSPEC_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    err = std::string("internal error: ") + e.what();
+    return VKSPEC_ERROR_INTERNAL;
+  } catch (...) {
+    err = "internal error: unknown exception";
+    return VKSPEC_ERROR_INTERNAL;
+  }
+}
+
+Instance& Model::load_instance(vkspec_progress_fn progress, void* user) {
+  // Weights by bytes, for a progress fraction that moves with the upload.
+  uint64_t vbytes = 0;
+  for (const GgufTensor& t : file->tensors()) vbytes += t.n_bytes;
+  const uint64_t h1 = head1.empty() ? 0 : head_file_bytes(head1), h2 = head2.empty() ? 0 : head_file_bytes(head2);
+  const double total = double(std::max<uint64_t>(1, vbytes + h1 + h2));
+  const auto report = [&](double done, const char* stage) {
+    if (progress && progress(float(done / total), stage, user)) throw Error("load stopped by the progress callback");
+  };
+  auto inst = std::make_unique<Instance>();
+  report(0, "verifier");
+  inst->model = std::make_unique<LlamaModel>(*rt->ctx, *file, model_opts);
+  report(double(vbytes), "head 1");
+  if (!head1.empty()) inst->head1 = std::make_unique<EagleHead>(*rt->ctx, head1, *inst->model, inst->model->capacity(), head_rows);
+  report(double(vbytes + h1), "head 2");
+  if (!head2.empty()) inst->head2 = std::make_unique<EagleHead>(*rt->ctx, head2, *inst->model, inst->model->capacity(), head_rows);
+  report(total, "done");
+  instances.push_back(std::move(inst));
+  return *instances.back();
+}
+
+Model::~Model() {
+  if (!rt) return;
+  std::lock_guard<std::recursive_mutex> lock(rt->mu);
+  instances.clear();
+}
+
+}  // namespace vkspec::capi
+
+using namespace vkspec;
+using namespace vkspec::capi;
+
+extern "C" {
+
+VKSPEC_API const char* vkspec_last_error(const void* handle) {
+  if (!handle) return g_thread_error.c_str();
+  // Every handle type derives from Handle first (capi.hpp).
+  const auto* h = static_cast<const Handle*>(static_cast<const vkspec_runtime*>(handle));
+  return h->magic == Handle::kMagic ? h->err.c_str() : "vkspec_last_error: not a vkspec handle";
+}
+
+VKSPEC_API const char* vkspec_status_name(vkspec_status s) {
+  switch (s) {
+    case VKSPEC_OK: return "VKSPEC_OK";
+    case VKSPEC_NOT_READY: return "VKSPEC_NOT_READY";
+    case VKSPEC_DONE: return "VKSPEC_DONE";
+    case VKSPEC_ERROR_INVALID_ARGUMENT: return "VKSPEC_ERROR_INVALID_ARGUMENT";
+    case VKSPEC_ERROR_MISSING_FEATURE: return "VKSPEC_ERROR_MISSING_FEATURE";
+    case VKSPEC_ERROR_MODEL: return "VKSPEC_ERROR_MODEL";
+    case VKSPEC_ERROR_VULKAN: return "VKSPEC_ERROR_VULKAN";
+    case VKSPEC_ERROR_OUT_OF_MEMORY: return "VKSPEC_ERROR_OUT_OF_MEMORY";
+    case VKSPEC_ERROR_STATE: return "VKSPEC_ERROR_STATE";
+    case VKSPEC_ERROR_CANCELLED: return "VKSPEC_ERROR_CANCELLED";
+    case VKSPEC_ERROR_INTERNAL: return "VKSPEC_ERROR_INTERNAL";
+  }
+  return "VKSPEC_(unknown status)";
+}
+
+VKSPEC_API vkspec_status vkspec_required_device_features(VkInstance instance, VkPhysicalDevice pd,
+                                                         vkspec_device_requirements* out) {
+  VKSPEC_CAPI_GUARD(g_thread_error, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!instance || !pd || !out) throw Error("vkspec_required_device_features: instance, physical_device and out are required");
+    load_vulkan_loader();
+    volkLoadInstanceOnly(instance);
+    *out = vkspec_device_requirements{};
+    out->api_version = VK_API_VERSION_1_2;
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(pd, &props);
+    if (props.apiVersion < VK_API_VERSION_1_2)
+      throw MissingFeature(std::string("device '") + props.deviceName + "' supports Vulkan " +
+                           std::to_string(VK_API_VERSION_MAJOR(props.apiVersion)) + "." +
+                           std::to_string(VK_API_VERSION_MINOR(props.apiVersion)) + "; vkspec needs 1.2");
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+    int fam = -1;
+    for (uint32_t i = 0; i < n; ++i)
+      if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+          (fam < 0 || ((fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) && !(fams[fam].queueFlags & VK_QUEUE_GRAPHICS_BIT))))
+        fam = int(i);
+    if (fam < 0) throw MissingFeature(std::string("device '") + props.deviceName + "' has no compute queue family");
+    out->queue_family = uint32_t(fam);
+    const bool ssc_ext = has_ext(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    VkPhysicalDeviceSubgroupSizeControlFeatures ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f.pNext = &f11;
+    f11.pNext = &f12;
+    if (ssc_ext) f12.pNext = &ssc;
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    if (!f12.timelineSemaphore)
+      throw MissingFeature(std::string("device '") + props.deviceName + "' lacks the timelineSemaphore feature vkspec needs");
+    out->timeline_semaphore = 1;
+    out->shader_float16 = f12.shaderFloat16 ? 2 : 0;
+    out->shader_int8 = f12.shaderInt8 ? 2 : 0;
+    out->storage_buffer_8bit = f12.storageBuffer8BitAccess ? 2 : 0;
+    out->storage_buffer_16bit = f11.storageBuffer16BitAccess ? 2 : 0;
+    out->subgroup_size_control = ssc_ext && ssc.subgroupSizeControl ? 2 : 0;
+    out->compute_full_subgroups = ssc_ext && ssc.computeFullSubgroups ? 2 : 0;
+    if (out->subgroup_size_control) out->extensions[out->extension_count++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API void vkspec_runtime_desc_init(vkspec_runtime_desc* d) {
+  if (!d) return;
+  *d = vkspec_runtime_desc{};
+  d->queue_priority = 1.0f;
+  d->api_version = VK_API_VERSION_1_2;
+}
+
+VKSPEC_API vkspec_status vkspec_runtime_create(const vkspec_runtime_desc* d, vkspec_runtime** out) {
+  VKSPEC_CAPI_GUARD(g_thread_error, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!d || !out) throw Error("vkspec_runtime_create: desc and out are required");
+    *out = nullptr;
+    auto rt = std::make_shared<Runtime>();
+    ContextOptions o;
+    o.pipeline_cache_dir = d->pipeline_cache_dir ? d->pipeline_cache_dir : "";
+    if (!d->queue_lock != !d->queue_unlock) throw Error("vkspec_runtime_desc: queue_lock and queue_unlock go together");
+    rt->app_lock = {d->queue_lock, d->queue_unlock, d->queue_lock_user};
+    if (d->queue_lock) o.queue_lock = {[](void* u) { static_cast<Runtime*>(u)->app_lock.lock(static_cast<Runtime*>(u)->app_lock.user); },
+                                       [](void* u) { static_cast<Runtime*>(u)->app_lock.unlock(static_cast<Runtime*>(u)->app_lock.user); },
+                                       rt.get()};
+    const bool borrowed = d->instance || d->physical_device || d->device || d->queue;
+    if (borrowed) {
+      if (!d->instance || !d->physical_device || !d->device || !d->queue)
+        throw Error("vkspec_runtime_desc: give all of instance, physical_device, device and queue (or none)");
+      load_vulkan_loader();
+      AdoptedDevice a;
+      a.instance = d->instance, a.physical_device = d->physical_device, a.device = d->device, a.queue = d->queue;
+      a.queue_family = d->queue_family;
+      a.api_version = d->api_version;
+      a.enabled = parse_enabled(d->enabled_features, d->enabled_extension_count, d->enabled_extensions);
+      rt->ctx = std::make_unique<Context>(a, o);
+    } else {
+      o.device = d->device_name ? d->device_name : "";
+      o.validation = d->validation != 0;
+      o.queue_priority = d->queue_priority;
+      o.global_priority = d->global_priority;
+      rt->ctx = std::make_unique<Context>(o);
+    }
+    auto* h = new vkspec_runtime;
+    h->rt = std::move(rt);
+    h->device_name = h->rt->ctx->caps().name;
+    *out = h;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API void vkspec_runtime_destroy(vkspec_runtime* rt) { delete rt; }  // the device goes with its last user
+
+VKSPEC_API const char* vkspec_runtime_device_name(const vkspec_runtime* rt) { return rt ? rt->device_name.c_str() : ""; }
+
+VKSPEC_API uint32_t vkspec_runtime_validation_messages(vkspec_runtime* rt) {
+  if (!rt) return 0;
+  std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);
+  const std::vector<std::string> m = rt->rt->ctx->take_validation_messages();
+  rt->err = m.empty() ? "" : m.front();
+  return uint32_t(m.size());
+}
+
+VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* d) {
+  if (!d) return;
+  *d = vkspec_model_desc{};
+  d->max_budget = 16, d->depth = 4, d->topk = 4;
+}
+
+VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_model_desc* d, vkspec_memory* out) {
+  if (!rt) return set_thread_error("vkspec_model_memory: no runtime"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  VKSPEC_CAPI_GUARD(rt->err, VKSPEC_ERROR_MODEL, {
+    if (!d || !out) throw Error("vkspec_model_memory: desc and out are required");
+    Model m;
+    m.rt = rt->rt;
+    copy_desc_options(m, *d);
+    const GgufFile f = GgufFile::open(d->path);
+    const LlamaConfig c = read_llama_config(f);
+    const uint64_t cap = m.model_opts.context ? m.model_opts.context : uint64_t(std::min(c.ctx > 0 ? c.ctx : 2048, 2048));
+    *out = vkspec_memory{};
+    for (const GgufTensor& t : f.tensors()) out->weights += t.n_bytes;
+    const uint64_t kv_row = uint64_t(c.Hkv) * c.D * 4, HD = uint64_t(c.H) * c.D;
+    out->kv_cache = 2 * uint64_t(c.L) * cap * kv_row;
+    out->scratch = uint64_t(m.model_opts.max_rows) * 4 *
+                   (2 * pad4(uint32_t(c.C)) + pad4(uint32_t(HD + 2 * c.Hkv * c.D)) + pad4(uint32_t(HD)) +
+                    pad4(uint32_t(2 * c.F)) + pad4(uint32_t(c.F)) + pad4(uint32_t(c.C)) + pad4(uint32_t(c.V)));
+    for (const std::string& h : {m.head1, m.head2})
+      if (!h.empty()) {
+        out->weights += head_file_bytes(h);                   // f32/f16 weights as stored
+        out->kv_cache += 2 * cap * pad4(uint32_t(c.C)) * 4;   // one layer of width C
+        out->scratch += uint64_t(m.head_rows + 1) * 4 * (8 * pad4(uint32_t(c.C)) + pad4(uint32_t(c.V)));
+      }
+    out->per_context = out->weights + out->kv_cache + out->scratch;
+    out->device_local = rt->rt->ctx->caps().device_local_bytes;
+    return VKSPEC_OK;
+  })
+}
+
+VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* d, vkspec_model** out) {
+  if (!rt) return set_thread_error("vkspec_model_load: no runtime"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);
+  vkspec_status st = VKSPEC_OK;
+  try {
+    if (!d || !out) throw Error("vkspec_model_load: desc and out are required");
+    *out = nullptr;
+    auto m = std::make_shared<Model>();
+    m->rt = rt->rt;
+    copy_desc_options(*m, *d);
+    if (!m->head1.empty()) check_draft_options(m->topk, m->depth, 1, uint32_t(1u << 30));
+    m->file = std::make_unique<GgufFile>(GgufFile::open(d->path));
+    if (m->file->has("tokenizer.ggml.model") && m->file->has("tokenizer.ggml.tokens")) m->tokenizer = Tokenizer::from_gguf(*m->file);
+    m->load_instance(d->progress, d->progress_user);
+    auto* h = new vkspec_model;
+    h->m = std::move(m);
+    *out = h;
+  } catch (...) {
+    st = status_of_exception(rt->err, VKSPEC_ERROR_MODEL);
+    if (std::string(rt->err).find("progress callback") != std::string::npos) st = VKSPEC_ERROR_CANCELLED;
+    set_thread_error(rt->err);
+  }
+  return st;
+}
+
+VKSPEC_API void vkspec_model_destroy(vkspec_model* m) { delete m; }
+
+VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* m) {
+  return m && !m->m->instances.empty() ? uint32_t(m->m->instances.front()->model->config().V) : 0;
+}
+
+VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint32_t* ids, uint32_t cap, uint32_t* count) {
+  if (!m) return set_thread_error("vkspec_tokenize: no model"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  VKSPEC_CAPI_GUARD(m->err, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (!text || !count || (cap && !ids)) throw Error("vkspec_tokenize: text, count (and ids when cap > 0) are required");
+    if (!m->m->tokenizer) throw Error(m->m->file->path() + " carries no tokenizer: give prompt ids");
+    const std::vector<uint32_t> v = m->m->tokenizer->encode(text, m->m->tokenizer->add_bos(), false);
+    *count = uint32_t(v.size());
+    std::copy_n(v.begin(), std::min<size_t>(cap, v.size()), ids);
+    if (v.size() > cap) throw Error("vkspec_tokenize: " + std::to_string(v.size()) + " ids, room for " + std::to_string(cap));
+    return VKSPEC_OK;
+  })
+}
+
+}  // extern "C"
