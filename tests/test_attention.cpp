@@ -67,6 +67,22 @@ std::vector<float> attend_ref(const float* q, const std::vector<float>& kc, cons
   return o;
 }
 
+// Every node of `tree` attending to the t committed slots and then to its own ancestors' slots
+// (t + ancestor index), in double: o(N, H, D).
+std::vector<float> tree_attend_ref(const Tree& tree, const std::vector<float>& q, const std::vector<float>& kc,
+                                   const std::vector<float>& vc, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv,
+                                   uint32_t D) {
+  std::vector<float> ref;
+  for (uint32_t i = 0; i < N; ++i) {
+    std::vector<uint32_t> slots;
+    for (uint32_t s = 0; s < t; ++s) slots.push_back(s);
+    for (int j : tree.path_to(int(i))) slots.push_back(t + uint32_t(j));
+    auto o = attend_ref(&q[size_t(i) * H * D], kc, vc, slots, H, Hkv, D);
+    ref.insert(ref.end(), o.begin(), o.end());
+  }
+  return ref;
+}
+
 // Where q, o and the mask live in their buffers: rows padded past H*D and offset from the
 // start, as in the model (q is a column range of the fused qkv rows).
 struct Layout {
@@ -175,14 +191,7 @@ TEST_CASE_FIXTURE(VkTest, "tree attention equals a reference, each path run caus
     vb.upload(vc);
 
     // Oracle 1: double-precision reference over committed slots + ancestors.
-    std::vector<float> ref;
-    for (uint32_t i = 0; i < c.N; ++i) {
-      std::vector<uint32_t> slots;
-      for (uint32_t s = 0; s < c.t; ++s) slots.push_back(s);
-      for (int j : tree.path_to(int(i))) slots.push_back(c.t + uint32_t(j));
-      auto o = attend_ref(&q[size_t(i) * HD], kc, vc, slots, c.H, c.Hkv, c.D);
-      ref.insert(ref.end(), o.begin(), o.end());
-    }
+    const std::vector<float> ref = tree_attend_ref(tree, q, kc, vc, c.N, c.t, c.H, c.Hkv, c.D);
 
     for (const auto& v : variants(c.wg, c.H, c.Hkv, c.D)) {
       const std::string what = std::string(v.name) + " N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) +
@@ -346,14 +355,7 @@ TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equal
     cb.upload(buf);
     const KvLayer layer{&cb, &cb, 2 * sw, 4 * sw, KvType::F16};
 
-    std::vector<float> ref;
-    for (uint32_t i = 0; i < c.N; ++i) {
-      std::vector<uint32_t> slots;
-      for (uint32_t s = 0; s < c.t; ++s) slots.push_back(s);
-      for (int j : tree.path_to(int(i))) slots.push_back(c.t + uint32_t(j));
-      auto o = attend_ref(&q[size_t(i) * HD], kc, vc, slots, c.H, c.Hkv, c.D);
-      ref.insert(ref.end(), o.begin(), o.end());
-    }
+    const std::vector<float> ref = tree_attend_ref(tree, q, kc, vc, c.N, c.t, c.H, c.Hkv, c.D);
     for (const auto& v : variants(64, c.H, c.Hkv, c.D)) {
       const std::string what = std::string(v.name) + " f16 N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) +
                                " D=" + std::to_string(c.D);
