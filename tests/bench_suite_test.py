@@ -128,7 +128,7 @@ def md_tables(md):
 
 
 def num_pair(cell):
-    m = re.match(r"^(-?[0-9.]+) ± ([0-9.]+)( †\d+)?$", cell)
+    m = re.match(r"^(-?[0-9.]+) ± ([0-9.]+)( †\d*)?$", cell)
     return (float(m.group(1)), float(m.group(2)), bool(m.group(3))) if m else None
 
 

@@ -58,14 +58,14 @@ SuiteConfig suite_config(const std::string& name) {
     c.prompts = 2, c.new_tokens = 32;
   } else if (name == "standard") {
     c.matmul.N = c.matmul.K = 4096;
-    c.matmul.rotate_mib = 256;
-    c.matmul.reps = 5;
+    c.matmul.rotate_mib = 128;
+    c.matmul.reps = 3;
     c.types = {"f32", "f16", "q8_0", "q4_0", "q5_0", "q5_1", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
     c.shapes = {"tiny-512x8", "tiny-512x8-q4_K"};
     c.reps = 5;
     c.cost_per_submit = 2;
     c.budgets = {4, 8, 16};
-    c.prompts = 8, c.new_tokens = 64;
+    c.prompts = 6, c.new_tokens = 64;
   } else {
     throw Error("--suite expects quick or standard, got '" + name + "'");
   }
