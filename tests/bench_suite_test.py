@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """CTest `bench_suite`: `vkspec bench --suite quick` end to end.
 
-- one run writes --json and --md; a second run started meanwhile on the same device is refused,
-  naming the first run's PID;
+- one run writes --json and --md, taking over a lock file left by a dead process; a second run
+  started meanwhile on the same device is refused, naming the first run's PID;
 - the JSON has schema vkspec-bench/1, the build, device and host records, every figure's unit,
   every stat's fields, and flags exactly the figures whose spread exceeds 10%;
 - the markdown holds the same numbers as the JSON (parsed back, to the printed precision), and
@@ -200,6 +200,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, XDG_RUNTIME_DIR=tmp)  # this test's lock, apart from real runs
         jpath, mdpath, errpath = (os.path.join(tmp, n) for n in ("quick.json", "quick.md", "stderr.txt"))
+        # A lock file left by a dead process (a PID that no longer runs) is taken over.
+        devs = json.loads(subprocess.run([vkspec, "devices", "--json"], capture_output=True, text=True, env=env).stdout)
+        dev = next(d for d in devs["devices"] if d["chosen"])
+        key = "".join(c if c.isalnum() else "_" for c in dev["name"])[:48]
+        lock = os.path.join(tmp, f"vkspec-bench-{key}-{dev['pipeline_cache_uuid'].replace('-', '')}.lock")
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        with open(lock, "w") as f:
+            f.write(f"{dead.pid}\n")
         with open(errpath, "w") as err:
             first = subprocess.Popen([vkspec, "bench", "--suite", "quick", "--json", jpath, "--md", mdpath],
                                      cwd=src, env=env, stdout=subprocess.DEVNULL, stderr=err)
@@ -212,6 +221,7 @@ def main():
             check("another benchmark is running" in second.stderr and f"pid {first.pid}" in second.stderr,
                   f"the refusal names the running PID {first.pid}: {second.stderr.strip()}")
             check(not os.path.exists(os.path.join(tmp, "x.json")), "the refused run wrote nothing")
+            check(open(lock).read().strip() == str(first.pid), "the stale lock now holds the running PID")
             rc = first.wait(timeout=600)
         log = open(errpath).read()
         check(rc == 0, f"bench --suite quick exits 0 (got {rc}): {log[-2000:]}")

@@ -48,12 +48,12 @@ SuiteConfig suite_config(const std::string& name) {
     // ~1-2 minutes on lavapipe (2 cores): CI runs it.
     // Shorter pp/tg (named by their lengths, so never mistaken for pp512/tg128).
     c.matmul.N = c.matmul.K = 2048;
-    c.matmul.rotate_mib = 32;
-    c.matmul.reps = 3;
+    c.matmul.rotate_mib = 16;
+    c.matmul.reps = 2;
     c.types = {"f16", "q8_0", "q4_0", "q4_k", "q6_k"};
     c.shapes = {"tiny-512x8"};
     c.pp = 128, c.tg = 32;
-    c.reps = 3;
+    c.reps = 2;
     c.budgets = {8};
     c.prompts = 2, c.new_tokens = 32;
   } else if (name == "standard") {
