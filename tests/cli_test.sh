@@ -82,6 +82,12 @@ expect_error "--heads , is refused, not dereferenced" "--heads takes one or two 
 expect_error "a 23-digit --device index is past the end, not a stoul error" "device index 12345678901234567890123 does not exist" devices --device 12345678901234567890123
 expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
 expect_error "bench --budget , is refused instead of printing an empty table" "--budget expects one or more budgets" bench -m "$m" --budget ,
+expect_error "bench --suite names its choices" "--suite expects quick or standard, got 'fast'" bench --suite fast
+expect_error "bench --suite with an unknown built-in shape is refused before any work" "unknown model shape 'huge'" bench --suite quick --shapes huge
+expect_error "bench --from-json of a missing file is a clear error" "cannot read /no/such.json" bench --from-json /no/such.json --md
+expect_error "bench --from-json of a model file is refused as not JSON" "is not JSON" bench --from-json "$m" --md
+expect_error "bench-kernels refuses an unknown weight type by name" "unknown weight type 'q9_9'" bench-kernels --types q9_9 --no-cost
+expect_error "bench-kernels refuses batch 0" "batches entries must be at least 1" bench-kernels --batches 0,4 --no-cost
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
 expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295

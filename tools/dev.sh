@@ -11,8 +11,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libvulkan-dev libvulkan-volk-dev glslc spirv-tools mesa-vulkan-drivers
           vulkan-validationlayers doctest-dev nlohmann-json3-dev libzip-dev python3 python3-numpy pkg-config)
-# The tests save pytorch_model.bin fixtures with torch.save (Debian's torch 1.13).
-test_packages=(python3-torch)
+# The tests save pytorch_model.bin fixtures with torch.save (Debian's torch 1.13); the bench_suite
+# test draws tools/compare_bench.py's PNG with matplotlib.
+test_packages=(python3-torch python3-matplotlib)
 
 install_deps() {
   local missing=()

@@ -12,9 +12,11 @@
 namespace vkspec::cli {
 
 nlohmann::json stats_json(const GenerateStats& st, const Session& s);
+int run_suite(Args& args);  // bench_suite.cpp
 
 static int run_bench(const std::vector<std::string>& argv) {
   Args args(argv);
+  if (args.has("suite") || args.has("from-json")) return run_suite(args);
   const bool json = args.flag("json");
   const bool timing = args.flag("time-kernels");
   const std::string prompts_path = args.get("prompts", "");
@@ -130,7 +132,8 @@ static int run_bench(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench",
                            "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] -n N "
-                           "[--budget 4,8,...] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]",
+                           "[--budget 4,8,...] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
+                           "or the fixed suite: --suite quick|standard [-m M] [--json [F]] [--md [F]]; --from-json F --md [G]",
                            run_bench};
 
 }  // namespace vkspec::cli

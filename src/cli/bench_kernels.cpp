@@ -1,151 +1,123 @@
 // `vkspec bench-kernels [--json]`: achieved GB/s and GFLOP/s of the matmul per weight type and
-// batch size, from timestamp queries. Weights rotate over copies totalling >= 1 GiB (or the
-// --rotate-mib given) so the numbers are DRAM-bound, not cache-flattered.
+// batch size (B = 1, 2, 4, 8, 16, 32, 64 by default), from timestamp queries, and the verify cost
+// ratio c(N) = time(forward N rows) / time(forward 1 row) of a model (the built-in random
+// 512-wide 8-layer f16 model unless --cost-model names a GGUF or a built-in shape). Weights rotate
+// over copies totalling >= 1 GiB (or the --rotate-mib given) so the numbers are DRAM-bound, not
+// cache-flattered.
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <cstdio>
-#include <random>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_common.hpp"
 #include "cli/commands.hpp"
-#include "vkspec/dtype.hpp"
-#include "vkspec/quants.hpp"
-#include "vkspec/ops.hpp"
+#include "cli/session.hpp"
 
 namespace vkspec::cli {
 
-namespace {
-
-std::vector<uint8_t> random_weight(WeightType t, uint32_t N, uint32_t K, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<uint8_t> raw;
-  if (t == WeightType::F32) {
-    raw.resize(size_t(N) * K * 4);
-    for (size_t i = 0; i < size_t(N) * K; ++i) {
-      float x = d(rng);
-      std::memcpy(&raw[4 * i], &x, 4);
-    }
-  } else if (t == WeightType::F16) {
-    raw.resize(size_t(N) * K * 2);
-    for (size_t i = 0; i < size_t(N) * K; ++i) {
-      uint16_t h = f32_to_f16(d(rng));
-      std::memcpy(&raw[2 * i], &h, 2);
-    }
-  } else if (t != WeightType::Q8_0) {
-    raw = random_blocks(*block_format(uint32_t(t)), size_t(N) * K / weight_type_block(t), rng);
-  } else {
-    raw.resize(size_t(N) * K / 32 * kQ8_0Bytes);
-    float blk[32];
-    for (size_t b = 0; b < size_t(N) * K / 32; ++b) {
-      for (auto& x : blk) x = d(rng);
-      quantize_q8_0_block(blk, &raw[b * kQ8_0Bytes]);
-    }
+static std::vector<uint32_t> parse_list(const std::string& opt, const std::string& v) {
+  std::vector<uint32_t> out;
+  for (const std::string& s : split_list(v, ',')) {
+    const uint32_t x = uint32_t(parse_uint(opt, s, 4096));
+    if (x == 0) throw Error("--" + opt + " entries must be at least 1, got '" + s + "'");
+    out.push_back(x);
   }
-  return raw;
+  if (out.empty()) throw Error("--" + opt + " expects numbers separated by commas, got '" + v + "'");
+  return out;
 }
-
-// Bytes a matmul must read from memory: the weights (as stored on the device) plus activations.
-double weight_bytes(WeightType t, uint32_t N, uint32_t K) {
-  const double kb = (K + 31) / 32;
-  switch (t) {
-    case WeightType::F32: return double(N) * kb * 128;
-    case WeightType::F16: return double(N) * kb * 64;
-    case WeightType::Q8_0: return double(N) * kb * 36;  // 32 quants + f32 scale
-    default: {  // the file's own blocks
-      const BlockFormat& f = *block_format(uint32_t(t));
-      return double(N) * (K / f.elems) * f.bytes;
-    }
-  }
-}
-
-}  // namespace
 
 static int run_bench_kernels(const std::vector<std::string>& argv) {
   Args args(argv);
   const bool json = args.flag("json");
-  const uint64_t rotate_mib = args.get_uint("rotate-mib", 1024);
-  const int reps = int(args.get_uint("reps", 3, 1000000));
-  std::string shapes_opt = args.get("shapes", "4096x4096,512x512,1408x512,512x1408");
-  std::string types_opt = args.get("types", "f16,q8_0,f32");
-  std::string batches_opt = args.get("batches", "1,4,16,64");
+  MatmulPlan plan;
+  plan.rotate_mib = args.get_uint("rotate-mib", 1024);
+  plan.reps = int(args.get_uint("reps", 3, 100000));
+  if (plan.reps < 1) throw Error("--reps must be at least 1");
+  const std::string shapes_opt = args.get("shapes", "4096x4096,512x512,1408x512,512x1408");
+  const std::string types_opt = args.get("types", "f16,q8_0,f32");
+  plan.batches = parse_list("batches", args.get("batches", "1,2,4,8,16,32,64"));
+  const bool cost = !args.flag("no-cost");
+  const std::string cost_model = args.get("cost-model", "tiny-512x8");
+  const std::vector<uint32_t> cost_rows = parse_list("cost-rows", args.get("cost-rows", "1,2,4,8,16,32,64"));
   ContextOptions co;
   co.device = args.get("device", "");
   args.reject_unknown();
+  std::vector<std::pair<uint32_t, uint32_t>> shapes;
+  for (const std::string& shp : split_list(shapes_opt, ',')) {
+    uint32_t N = 0, K = 0;
+    char tail = 0;
+    if (std::sscanf(shp.c_str(), "%ux%u%c", &N, &K, &tail) != 2 || !N || !K || N > 65536 || K > 65536)
+      throw Error("bad --shapes entry '" + shp + "' (want NxK, each 1..65536)");
+    shapes.push_back({N, K});
+  }
+  std::vector<WeightType> types;
+  for (const std::string& ts : split_list(types_opt, ',')) types.push_back(parse_weight_type(ts));
   Context ctx(co);
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
 
-  auto split = [](const std::string& s) {
-    std::vector<std::string> out;
-    size_t p = 0;
-    while (p <= s.size()) {
-      size_t q = s.find(',', p);
-      if (q == std::string::npos) q = s.size();
-      if (q > p) out.push_back(s.substr(p, q - p));
-      p = q + 1;
-    }
-    return out;
-  };
   nlohmann::json results = nlohmann::json::array();
-  for (const std::string& shp : split(shapes_opt)) {
-    uint32_t N = 0, K = 0;
-    if (std::sscanf(shp.c_str(), "%ux%u", &N, &K) != 2 || !N || !K) throw Error("bad --shapes entry '" + shp + "' (want NxK)");
-    for (const std::string& ts : split(types_opt)) {
-      WeightType t = WeightType::F32;
-      bool known = false;
-      for (uint32_t i = 0; i < 32 && !known; ++i)
-        if (weight_type_valid(i) && ts == weight_type_name(WeightType(i))) t = WeightType(i), known = true;
-      if (!known) throw Error("bad --types entry '" + ts + "'");
-      if (K % weight_type_block(t)) throw Error("--shapes " + shp + ": " + ts + " rows must be a multiple of " +
-                                                 std::to_string(weight_type_block(t)));
-      const double wb = weight_bytes(t, N, K);
-      const uint32_t copies = uint32_t(std::clamp<double>(std::ceil(double(rotate_mib) * 1048576.0 / wb), 1, 256));
-      auto raw = random_weight(t, N, K, N ^ K);
-      std::vector<DeviceWeight> ws;
-      for (uint32_t c = 0; c < copies; ++c) ws.push_back(upload_weight(ctx, t, N, K, raw.data()));
-      for (const std::string& bs : split(batches_opt)) {
-        const uint32_t B = uint32_t(std::stoul(bs));
-        const uint32_t Kp = (K + 3) / 4 * 4;
-        Buffer x(ctx, uint64_t(B) * Kp * 4), y(ctx, uint64_t(B) * N * 4);
-        x.upload(std::vector<float>(size_t(B) * Kp, 0.5f));
-        Sequence seq(ctx, copies * reps + 1);
-        seq.begin();
-        for (int r = 0; r < reps; ++r)
-          for (auto& w : ws) matmul(seq, w, Mat{&x, 0, Kp}, Mat{&y, 0, N}, B);
-        seq.run();
-        auto tm = seq.timings();
-        std::vector<double> us;
-        for (auto& d : tm) us.push_back(d.us);
-        std::sort(us.begin(), us.end());
-        const double med = us[us.size() / 2];
-        const double bytes = wb + double(B) * K * 4 + double(B) * N * 4;
-        nlohmann::json r = {{"op", "matmul"},
-                            {"dtype", ts},
-                            {"rows", N},
-                            {"cols", K},
-                            {"batch", B},
-                            {"us", med},
-                            {"us_per_row", med / B},
-                            {"gb_per_s", bytes / (med * 1e-6) / 1e9},
-                            {"gflop_per_s", 2.0 * N * K * B / (med * 1e-6) / 1e9},
-                            {"weight_copies", copies},
-                            {"path", ws[0].texel ? "texel" : "storage"}};
-        results.push_back(r);
+  for (auto [N, K] : shapes)
+    for (WeightType t : types) {
+      plan.N = N, plan.K = K;
+      for (const auto& r : measure_matmul(ctx, t, plan)) {
+        // Flat figures (means) as before, with the spread and flags beside them.
+        const double us = stat_mean(r["us"]);
+        nlohmann::json row = {{"op", "matmul"},
+                              {"dtype", r["dtype"]},
+                              {"rows", N},
+                              {"cols", K},
+                              {"batch", r["batch"]},
+                              {"us", us},
+                              {"us_sd", r["us"]["sd"]},
+                              {"us_per_row", us / r["batch"].get<double>()},
+                              {"gb_per_s", stat_mean(r["gb_per_s"])},
+                              {"gflop_per_s", stat_mean(r["gflop_per_s"])},
+                              {"weight_copies", r["weight_copies"]},
+                              {"path", r["path"]},
+                              {"unreliable", r["us"]["unreliable"]}};
         if (!json)
-          std::fprintf(stderr, "matmul %-5s %5ux%-5u B=%-3u %9.1f us  %6.2f GB/s  %7.2f GFLOP/s  (%s, %u copies)\n",
-                       ts.c_str(), N, K, B, med, double(r["gb_per_s"]), double(r["gflop_per_s"]),
-                       ws[0].texel ? "texel" : "storage", copies);
+          std::fprintf(stderr, "matmul %-6s %5ux%-5u B=%-3u %9.1f us ± %5.1f  %6.2f GB/s  %7.2f GFLOP/s  (%s, %u copies)\n",
+                       r["dtype"].get<std::string>().c_str(), N, K, r["batch"].get<uint32_t>(), us,
+                       r["us"]["sd"].get<double>(), row["gb_per_s"].get<double>(), row["gflop_per_s"].get<double>(),
+                       r["path"].get<std::string>().c_str(), r["weight_copies"].get<uint32_t>());
+        results.push_back(row);
       }
     }
-  }
   nlohmann::json out = {{"device", ctx.caps().name}, {"results", results}};
+
+  if (cost) {
+    // A file path, or else a built-in shape generated in memory.
+    std::error_code ec;
+    const bool is_file = std::filesystem::exists(cost_model, ec);
+    GgufFile f = is_file ? GgufFile::open(cost_model) : random_model(find_model_shape(cost_model));
+    ModelOptions mo;
+    mo.max_rows = *std::max_element(cost_rows.begin(), cost_rows.end());
+    mo.context = std::max<uint32_t>(2048, kCostAt + mo.max_rows);
+    LlamaModel m(ctx, f, mo);
+    const nlohmann::json c = verify_cost(ctx, m, cost_rows, std::max(plan.reps, 2), 2);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : c) {
+      rows.push_back({{"rows", r["rows"]},
+                      {"us_per_forward", stat_mean(r["us_per_forward"])},
+                      {"us_per_forward_sd", r["us_per_forward"]["sd"]},
+                      {"cost_ratio", stat_mean(r["cost_ratio"])},
+                      {"cost_ratio_sd", r["cost_ratio"]["sd"]},
+                      {"unreliable", r["cost_ratio"]["unreliable"]}});
+      if (!json)
+        std::fprintf(stderr, "verify cost %s N=%-3u %10.1f us/forward  c(N) = %5.2f ± %.2f\n", cost_model.c_str(),
+                     r["rows"].get<uint32_t>(), stat_mean(r["us_per_forward"]), stat_mean(r["cost_ratio"]),
+                     r["cost_ratio"]["sd"].get<double>());
+    }
+    out["verify_cost"] = {{"model", cost_model}, {"kv_length", kCostAt}, {"results", rows}};
+  }
   if (json) std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 
-static RegisterCommand reg{"bench-kernels", "matmul GB/s and GFLOP/s per weight type and batch [--json]",
+static RegisterCommand reg{"bench-kernels",
+                           "matmul GB/s and GFLOP/s per weight type and batch, and the verify cost c(N) "
+                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M|--no-cost] [--json]",
                            run_bench_kernels};
 
 }  // namespace vkspec::cli

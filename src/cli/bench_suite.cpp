@@ -1,0 +1,433 @@
+// `vkspec bench --suite quick|standard`: a fixed set of measurements with fixed seeds that anyone
+// can run on their device and paste (--md) or compare (--json, tools/compare_bench.py):
+//   matmul GB/s and GFLOP/s per weight type at batch 1..64,
+//   pp512 / tg128 (llama-bench's tests) on -m MODEL or on built-in random models of named shapes,
+//   the verify cost ratio c(N) on the first of those models,
+//   every strategy on the bundled demo model and heads (τ, tokens/s, speedup over ar, ...).
+// Each figure is a mean ± sd over repetitions after a warm-up; within a repetition every
+// configuration runs once, in alternating order, so drift over the run hits them all alike.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cli/bench_common.hpp"
+#include "cli/commands.hpp"
+#include "cli/session.hpp"
+#include "vkspec/eagle_head.hpp"
+#include "vkspec/engine.hpp"
+#include "vkspec/tokenizer.hpp"
+
+namespace vkspec::cli {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct SuiteConfig {
+  std::string name;
+  MatmulPlan matmul;
+  std::vector<std::string> types;
+  std::vector<std::string> shapes;
+  uint32_t pp = 512, tg = 128;
+  int reps = 3;
+  std::vector<uint32_t> cost_rows{1, 2, 4, 8, 16, 32, 64};
+  uint32_t cost_per_submit = 1;
+  std::vector<uint32_t> budgets;
+  uint32_t prompts = 2, new_tokens = 32;
+};
+
+SuiteConfig suite_config(const std::string& name) {
+  SuiteConfig c;
+  c.name = name;
+  if (name == "quick") {
+    // ~1-2 minutes on lavapipe (2 cores): CI runs it.
+    // Shorter pp/tg (named by their lengths, so never mistaken for pp512/tg128).
+    c.matmul.N = c.matmul.K = 2048;
+    c.matmul.rotate_mib = 16;
+    c.matmul.reps = 2;
+    c.types = {"f16", "q8_0", "q4_0", "q4_k", "q6_k"};
+    c.shapes = {"tiny-512x8"};
+    c.pp = 128, c.tg = 32;
+    c.reps = 2;
+    c.budgets = {8};
+    c.prompts = 2, c.new_tokens = 32;
+  } else if (name == "standard") {
+    c.matmul.N = c.matmul.K = 4096;
+    c.matmul.rotate_mib = 128;
+    c.matmul.reps = 3;
+    c.types = {"f32", "f16", "q8_0", "q4_0", "q5_0", "q5_1", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
+    c.shapes = {"tiny-512x8", "tiny-512x8-q4_K"};
+    c.reps = 5;
+    c.cost_per_submit = 2;
+    c.budgets = {4, 8, 16};
+    c.prompts = 6, c.new_tokens = 64;
+  } else {
+    throw Error("--suite expects quick or standard, got '" + name + "'");
+  }
+  return c;
+}
+
+// One status line on stderr, rewritten in place on a terminal.
+struct Progress {
+  clock_type::time_point t0 = clock_type::now();
+  std::string suite;
+  bool tty = isatty(2);
+  void operator()(const std::string& what) const {
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    std::fprintf(stderr, tty ? "\r[bench %s %5.0fs] %-60s\x1b[K" : "[bench %s %5.0fs] %s\n", suite.c_str(), s,
+                 what.c_str());
+    std::fflush(stderr);
+  }
+  void done() const {
+    if (tty) std::fprintf(stderr, "\n");
+  }
+};
+
+// An optional path after a flag: "--json F" writes F, a bare "--json" (or "--json -") stdout.
+std::string output_path(Args& args, const std::string& name) {
+  if (!args.has(name)) return "";
+  const size_t before = args.positional.size();
+  args.flag(name);
+  if (args.positional.size() > before) {
+    std::string p = args.positional.back();
+    args.positional.pop_back();
+    return p;
+  }
+  return "-";
+}
+
+void write_out(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << text) || !(f.flush())) throw Error("cannot write " + path);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return b;
+}
+
+// pp and tg on one model, interleaved over the repetitions.
+nlohmann::json bench_model(Context& ctx, const GgufFile& file, const std::string& name, const std::string& type,
+                           const SuiteConfig& c, const Progress& progress) {
+  ModelOptions mo;
+  mo.max_rows = c.pp;  // the prompt in one pass (llama-bench's ubatch 512)
+  LlamaModel model(ctx, file, mo);
+  EngineOptions eo;
+  eo.strategy = Strategy::AR;
+  Engine engine(ctx, model, nullptr, nullptr, eo);
+  std::mt19937 rng(42);
+  std::vector<uint32_t> prompt(c.pp);
+  for (auto& t : prompt) t = rng() % uint32_t(model.config().V);
+  nlohmann::json m = {{"model", name},
+                      {"type", type},
+                      {"size_bytes", model_bytes(file)},
+                      {"params", model_params(file)},
+                      {"tests", nlohmann::json::array()}};
+  const std::string pp_name = "pp" + std::to_string(c.pp), tg_name = "tg" + std::to_string(c.tg);
+  std::string pp_err, tg_err;
+  try {
+    engine.check_fits(prompt, 1);
+  } catch (const Error& e) {
+    pp_err = e.what();
+  }
+  try {
+    engine.check_fits({1}, c.tg);
+  } catch (const Error& e) {
+    tg_err = e.what();
+  }
+  std::vector<double> pp, tg;
+  double pp_min = 1e30, tg_min = 1e30;
+  for (int r = -1; r < c.reps; ++r) {  // r = -1: warm-up (pipelines, caches, first-touch memory)
+    const std::string rep = r < 0 ? "warm-up" : "rep " + std::to_string(r + 1) + "/" + std::to_string(c.reps);
+    if (pp_err.empty()) {
+      progress(name + " " + pp_name + " " + rep);
+      const GenerateStats st = engine.generate(prompt, 1);
+      if (r >= 0) pp.push_back(c.pp / st.prefill_seconds), pp_min = std::min(pp_min, st.prefill_seconds);
+    }
+    if (tg_err.empty()) {
+      progress(name + " " + tg_name + " " + rep);
+      const GenerateStats st = engine.generate({1}, r < 0 ? 8 : c.tg);
+      if (r >= 0) tg.push_back(st.tokens_per_s), tg_min = std::min(tg_min, st.seconds);
+    }
+  }
+  const double tick = double(clock_type::period::num) / clock_type::period::den;
+  m["tests"].push_back(pp_err.empty() ? nlohmann::json{{"test", pp_name}, {"tokens_per_s", stat_json(pp, pp_min, tick)}}
+                                      : nlohmann::json{{"test", pp_name}, {"error", pp_err}});
+  m["tests"].push_back(tg_err.empty() ? nlohmann::json{{"test", tg_name}, {"tokens_per_s", stat_json(tg, tg_min, tick)}}
+                                      : nlohmann::json{{"test", tg_name}, {"error", tg_err}});
+  return m;
+}
+
+std::string find_demo_dir(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!given.empty()) {
+    if (!fs::exists(fs::path(given) / "verifier.gguf", ec))
+      throw Error("--demo " + given + " holds no verifier.gguf (the bundled demo is models/)");
+    return given;
+  }
+  if (fs::exists("models/verifier.gguf", ec)) return "models";
+  if (fs::exists(fs::path(VKSPEC_MODELS_DIR) / "verifier.gguf", ec)) return VKSPEC_MODELS_DIR;
+  throw Error("cannot find the demo model: run from the source tree or give --demo DIR (the repository's models/)");
+}
+
+// Every strategy on the demo verifier and heads, configurations interleaved per repetition.
+nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const SuiteConfig& c, const Progress& progress) {
+  GgufFile file = GgufFile::open(dir + "/verifier.gguf");
+  const uint32_t bmax = *std::max_element(c.budgets.begin(), c.budgets.end());
+  ModelOptions mo;
+  mo.max_rows = std::max<uint32_t>(64, 1 + 2 * bmax);
+  LlamaModel model(ctx, file, mo);
+  EngineOptions base;  // depth 4, top-k 4, greedy: the demo's defaults
+  const uint32_t rows = std::max<uint32_t>({model.max_rows(), base.topk, base.depth + 1});
+  EagleHead h1(ctx, dir + "/head1", model, model.capacity(), rows);
+  EagleHead h2(ctx, dir + "/head2", model, model.capacity(), rows);
+  const Tokenizer tok = Tokenizer::from_gguf(file);
+  std::vector<std::vector<uint32_t>> prompts;
+  {
+    std::ifstream f(dir + "/prompts.txt");
+    if (!f) throw Error("cannot read " + dir + "/prompts.txt");
+    std::string line;
+    while (prompts.size() < c.prompts && std::getline(f, line))
+      if (!line.empty()) prompts.push_back(tok.encode(line, tok.add_bos(), false));
+  }
+  if (prompts.empty()) throw Error(dir + "/prompts.txt holds no prompts");
+
+  struct Config {
+    Config(Strategy st, uint32_t b) : s(st), budget(b) {}
+    Strategy s;
+    uint32_t budget;
+    std::unique_ptr<Engine> engine;
+    std::string error;
+    std::vector<double> tau, tps, speedup;
+    uint32_t nodes = 1, dispatches = 0;
+    double waits = 0, min_s = 1e30;
+    uint64_t steps = 0;
+  };
+  std::vector<Config> cfgs;
+  cfgs.emplace_back(Strategy::AR, 0);
+  for (uint32_t B : c.budgets)
+    for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie})
+      cfgs.emplace_back(s, B);
+  for (Config& k : cfgs) {
+    EngineOptions eo = base;
+    eo.strategy = k.s;
+    eo.budget = k.s == Strategy::AR ? bmax : k.budget;
+    try {
+      k.engine = std::make_unique<Engine>(ctx, model, &h1, &h2, eo);
+      for (auto& p : prompts) k.engine->check_fits(p, c.new_tokens);
+    } catch (const Error& e) {
+      k.error = e.what();  // reported in its row; the others still run
+      k.engine.reset();
+    }
+  }
+  if (!cfgs[0].engine) throw Error("ar cannot run on the demo: " + cfgs[0].error);
+  for (int r = -1; r < c.reps; ++r) {
+    double ar_tps = 0;
+    // Alternate the order so that no configuration always runs first or right after another.
+    std::vector<size_t> order(cfgs.size() - 1);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i + 1;
+    if (r % 2) std::reverse(order.begin(), order.end());
+    order.insert(order.begin(), 0);  // ar first: each speedup is against this repetition's ar
+    for (size_t i : order) {
+      Config& k = cfgs[i];
+      if (!k.engine) continue;
+      progress(std::string(r < 0 ? "warm-up" : "rep " + std::to_string(r + 1) + "/" + std::to_string(c.reps)) +
+               " " + strategy_name(k.s) + (k.s == Strategy::AR ? "" : " B=" + std::to_string(k.budget)));
+      uint64_t toks = 0, steps = 0;
+      double secs = 0, waits = 0;
+      for (auto& p : prompts) {
+        const GenerateStats st = k.engine->generate(p, r < 0 ? 8 : c.new_tokens);
+        toks += st.tokens.size() - 1;  // the first token comes from the prefill
+        steps += st.steps;
+        secs += st.seconds;
+        waits += st.host_waits_per_step * st.steps;
+        k.nodes = std::max(k.nodes, st.nodes_per_step);
+        k.dispatches = std::max(k.dispatches, st.dispatches_per_step);
+      }
+      if (r < 0) continue;
+      const double tps = secs > 0 ? toks / secs : 0;
+      if (k.s == Strategy::AR) ar_tps = tps;
+      k.tau.push_back(steps ? double(toks) / steps : 0);
+      k.tps.push_back(tps);
+      k.speedup.push_back(ar_tps > 0 ? tps / ar_tps : 0);
+      k.waits += waits, k.steps += steps;
+      k.min_s = std::min(k.min_s, secs);
+    }
+  }
+  const double tick = double(clock_type::period::num) / clock_type::period::den;
+  nlohmann::json results = nlohmann::json::array();
+  for (Config& k : cfgs) {
+    nlohmann::json row = {{"strategy", strategy_name(k.s)}, {"budget", k.budget}};
+    if (!k.engine) {
+      row["error"] = k.error;
+    } else {
+      row["tau"] = stat_json(k.tau);
+      row["tokens_per_s"] = stat_json(k.tps, k.min_s, tick);
+      row["speedup"] = stat_json(k.speedup, k.min_s, tick);
+      row["nodes_per_step"] = k.s == Strategy::AR ? 1u : k.nodes;
+      row["dispatches_per_step"] = k.dispatches;
+      row["host_waits_per_step"] = k.steps ? k.waits / double(k.steps) : 0.0;
+    }
+    results.push_back(row);
+  }
+  return {{"model", dir + "/verifier.gguf"},
+          {"heads", {dir + "/head1", dir + "/head2"}},
+          {"prompts", prompts.size()},
+          {"new_tokens", c.new_tokens},
+          {"depth", base.depth},
+          {"topk", base.topk},
+          {"temperature", 0.0},
+          {"results", results}};
+}
+
+// Every flagged figure as "where: reason", for the top-level summary.
+void collect_unreliable(const nlohmann::json& j, const std::string& where, nlohmann::json& out) {
+  if (j.is_object()) {
+    if (j.contains("unreliable") && j.contains("mean")) {
+      for (const auto& why : j["unreliable"]) out.push_back(where + ": " + why.get<std::string>());
+      return;
+    }
+    std::string here = where;
+    for (const char* id : {"model", "test", "strategy", "dtype", "batch", "budget", "rows"})
+      if (j.contains(id) && !j[id].is_object() && !j[id].is_array())
+        here += std::string(" ") + id + "=" + (j[id].is_string() ? j[id].get<std::string>() : j[id].dump());
+    for (auto it = j.begin(); it != j.end(); ++it) collect_unreliable(it.value(), here + (it.value().is_object() ? " " + it.key() : ""), out);
+  } else if (j.is_array()) {
+    for (const auto& e : j) collect_unreliable(e, where, out);
+  }
+}
+
+}  // namespace
+
+int run_suite(Args& args) {
+  const std::string json_path = output_path(args, "json"), md_path = output_path(args, "md");
+  const std::string from = args.get("from-json", "");
+  if (!from.empty()) {  // re-render a saved run as markdown, no device involved
+    args.reject_unknown();
+    std::ifstream f(from);
+    if (!f) throw Error("cannot read " + from);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      throw Error(from + " is not JSON: " + e.what());
+    }
+    if (!j.is_object() || j.value("schema", "") != "vkspec-bench/1")
+      throw Error(from + " is not a `vkspec bench --suite` result (schema vkspec-bench/1)");
+    try {
+      write_out(md_path.empty() ? "-" : md_path, suite_markdown(j));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(from + " lacks a field of schema vkspec-bench/1: " + e.what());
+    }
+    return 0;
+  }
+  SuiteConfig c = suite_config(args.get("suite"));
+  const std::string model_path = args.get("m", args.get("model", ""));
+  if (args.has("shapes")) c.shapes = split_list(args.get("shapes"), ',');
+  if (args.has("reps")) c.reps = int(args.get_uint("reps", 3, 1000));
+  if (c.reps < 1) throw Error("--reps must be at least 1");
+  const std::string demo = find_demo_dir(args.get("demo", ""));
+  const std::string device = args.get("device", "");
+  args.reject_unknown();
+  for (const std::string& s : c.shapes) find_model_shape(s);  // unknown names fail before any work
+  std::vector<WeightType> types;
+  for (const std::string& t : c.types) types.push_back(parse_weight_type(t));
+
+  // The lock before the device: a second run is refused before it disturbs the first.
+  const auto devices = Context::enumerate();
+  const uint32_t chosen = Context::choose(devices, device);
+  BenchLock lock(devices[chosen].caps);
+  ContextOptions co;
+  co.device = std::to_string(chosen);
+  Context ctx(co);
+  if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
+
+  Progress progress;
+  progress.suite = c.name;
+  nlohmann::json out = {{"schema", "vkspec-bench/1"},
+                        {"suite", c.name},
+                        {"started_utc", utc_now()},
+                        {"units", units_json()},
+                        {"build", build_json()},
+                        {"device", caps_json(ctx.caps())},
+                        {"host", host_json()},
+                        {"settings",
+                         {{"reps", c.reps},
+                          {"warmup", 1},
+                          {"matmul_reps", c.matmul.reps},
+                          {"max_relative_sd", kMaxRelativeSd},
+                          {"min_timer_ticks", kMinTicks},
+                          {"order", "interleaved: every configuration once per repetition, alternating order"}}}};
+
+  nlohmann::json phases;
+  auto lap = [&, t = clock_type::now()](const char* name) mutable {
+    const auto now = clock_type::now();
+    phases[name] = std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  nlohmann::json mm = nlohmann::json::array();
+  for (WeightType t : types)
+    for (auto& row : measure_matmul(ctx, t, c.matmul, progress)) mm.push_back(row);
+  out["matmul"] = {{"rows", c.matmul.N}, {"cols", c.matmul.K}, {"rotate_mib", c.matmul.rotate_mib}, {"results", mm}};
+
+  lap("matmul_s");
+  nlohmann::json models = nlohmann::json::array();
+  nlohmann::json cost;
+  if (!model_path.empty()) {
+    GgufFile f = GgufFile::open(model_path);
+    models.push_back(bench_model(ctx, f, model_path, "file", c, progress));
+  } else {
+    for (const std::string& s : c.shapes) {
+      const ModelShape& shape = find_model_shape(s);
+      progress("generating the random model " + s);
+      GgufFile f = random_model(shape);
+      models.push_back(bench_model(ctx, f, s, weight_type_name(WeightType(uint32_t(shape.wtype))), c, progress));
+      if (cost.is_null()) {  // c(N) on the first shape
+        ModelOptions mo;
+        mo.max_rows = *std::max_element(c.cost_rows.begin(), c.cost_rows.end());
+        LlamaModel m(ctx, f, mo);
+        cost = {{"model", s}, {"kv_length", kCostAt}, {"results", verify_cost(ctx, m, c.cost_rows, c.reps, c.cost_per_submit, progress)}};
+      }
+    }
+  }
+  if (cost.is_null()) {  // -m given: c(N) on it
+    GgufFile f = GgufFile::open(model_path);
+    ModelOptions mo;
+    mo.max_rows = *std::max_element(c.cost_rows.begin(), c.cost_rows.end());
+    LlamaModel m(ctx, f, mo);
+    cost = {{"model", model_path}, {"kv_length", kCostAt}, {"results", verify_cost(ctx, m, c.cost_rows, c.reps, c.cost_per_submit, progress)}};
+  }
+  out["models"] = models;
+  out["verify_cost"] = cost;
+  lap("models_s");
+  out["speculative"] = bench_speculative(ctx, demo, c, progress);
+  lap("speculative_s");
+  out["phase_wall_s"] = phases;
+  out["wall_s"] = std::chrono::duration<double>(clock_type::now() - progress.t0).count();
+  out["host_after"] = host_json();
+  nlohmann::json flagged = nlohmann::json::array();
+  for (const char* part : {"matmul", "models", "verify_cost", "speculative"}) collect_unreliable(out[part], part, flagged);
+  out["unreliable"] = flagged;
+  progress("done");
+  progress.done();
+
+  const std::string json_text = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!json_path.empty()) write_out(json_path, json_text);
+  if (!md_path.empty() || json_path.empty()) write_out(md_path.empty() ? "-" : md_path, suite_markdown(out));
+  return 0;
+}
+
+}  // namespace vkspec::cli
