@@ -1,11 +1,13 @@
 #version 450
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 // y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)] — lanes across output rows, for CPU-like devices.
 //
 // Each invocation owns R output rows and walks all of K in order, BT activation rows at a time.
 // Everything a lane keeps is sized for a CPU rasterizer, where every per-lane value is one SIMD
 // register: R·BT accumulators, one 8-value piece of R weight rows, one piece of x. No subgroup
 // reduction, no shared memory, no divergent loop: every lane walks the same k, so the x fetches
-// are uniform. Weights and x are read through texel views (a storage load on these devices is a
+// are uniform; with XS each x texel is fetched by one lane and shuffled to the rest (below). Weights and x are read through texel views (a storage load on these devices is a
 // bounds-checked per-lane loop). A row's sum runs piece by piece in one order whatever B or the
 // tile is, so results are batch-invariant.
 //
@@ -19,6 +21,9 @@ layout(constant_id = 1) const uint R = 2;   // rows per invocation
 layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup (gl_WorkGroupID.y tiles B)
 layout(constant_id = 3) const bool NORM = false;
 layout(constant_id = 4) const bool GLU = false;
+layout(constant_id = 5) const uint XS = 0;   // > 0: the subgroup size, and x is fetched once per subgroup
+layout(constant_id = 6) const uint XT = 1;   // with XS: texels of x each lane fetches per piece, ceil(2·BT / XS)
+const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 
 #include "weights.glsl"
 
@@ -36,14 +41,7 @@ layout(push_constant) uniform Push {
 
 // x(bb, 8p .. 8p+8) of block blk, zero past K (padding may hold anything, NaN included), and
 // with NORM its sum of squares added to ss and the norm's weight applied.
-void load_x8(uint base, uint blk, uint p, bool tail, inout float ss, out vec4 lo, out vec4 hi) {
-  lo = load_x(base + blk * 8 + 2 * p);
-  hi = load_x(base + blk * 8 + 2 * p + 1);
-  vec4 gl = vec4(1.0), gh = vec4(1.0);
-  if (NORM) {
-    gl = load_g(blk * 8 + 2 * p);
-    gh = load_g(blk * 8 + 2 * p + 1);
-  }
+void finish_x8(uint blk, uint p, bool tail, vec4 gl, vec4 gh, inout float ss, inout vec4 lo, inout vec4 hi) {
   if (tail) {
     const uint k = blk * 32 + 8 * p;
     const bvec4 ml = lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K)), mh = lessThan(uvec4(k + 4, k + 5, k + 6, k + 7), uvec4(pc.K));
@@ -57,6 +55,17 @@ void load_x8(uint base, uint blk, uint p, bool tail, inout float ss, out vec4 lo
     lo *= gl;
     hi *= gh;
   }
+}
+
+void load_x8(uint base, uint blk, uint p, bool tail, inout float ss, out vec4 lo, out vec4 hi) {
+  lo = load_x(base + blk * 8 + 2 * p);
+  hi = load_x(base + blk * 8 + 2 * p + 1);
+  vec4 gl = vec4(1.0), gh = vec4(1.0);
+  if (NORM) {
+    gl = load_g(blk * 8 + 2 * p);
+    gh = load_g(blk * 8 + 2 * p + 1);
+  }
+  finish_x8(blk, p, tail, gl, gh, ss, lo, hi);
 }
 
 #if defined(WT_F16) || defined(WT_F32) || defined(WT_Q8_0)
@@ -94,6 +103,16 @@ void main() {
   uint xrow[BT];
   for (uint b = 0; b < BT; ++b) xrow[b] = (pc.x_offset + min(b0 + b, pc.B - 1) * pc.x_stride) / 4;
 
+  // XS: a piece of x for the tile is 2·BT texels; lane l fetches texels l, l + XS, ... of them
+  // (duplicates past the end) and every lane takes each texel from its owner by a shuffle, so
+  // the per-lane gathers a texel fetch costs on a CPU happen once per subgroup, not per lane.
+  const uint lane = XS > 0 ? gl_SubgroupInvocationID : 0;
+  uint xsrc[XT];
+  for (uint j = 0; j < XT; ++j) {
+    const uint i = min(lane + XS * j, 2 * BT - 1);
+    xsrc[j] = xrow[i / 2] + (i & 1u);
+  }
+
   float acc[R * BT];
   for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
@@ -105,9 +124,20 @@ void main() {
     for (uint p = 0; p < 4; ++p) {
       vec4 wl[R], wh[R];
       for (uint r = 0; r < R; ++r) load_piece(rows[r], blk, kb, p, wl[r], wh[r]);
+      vec4 xp[XT], gp = vec4(1.0);
+      if (XS > 0) {
+        for (uint j = 0; j < XT; ++j) xp[j] = load_x(xsrc[j] + blk * 8 + 2 * p);
+        if (NORM) gp = load_g(blk * 8 + 2 * p + (lane & 1u));
+      }
       for (uint b = 0; b < BT; ++b) {
         vec4 xl, xh;
-        load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);
+        if (XS > 0) {
+          xl = subgroupShuffle(xp[(2 * b) / XSD], (2 * b) % XSD);
+          xh = subgroupShuffle(xp[(2 * b + 1) / XSD], (2 * b + 1) % XSD);
+          finish_x8(blk, p, tail, subgroupShuffle(gp, 0), subgroupShuffle(gp, 1), ss[b], xl, xh);
+        } else {
+          load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);
+        }
         for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl) + dot(wh[r], xh);
       }
     }

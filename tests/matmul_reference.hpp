@@ -143,6 +143,8 @@ inline std::vector<KernelConfig> matmul_configs(const Context& ctx) {
             if ((sg || variant == 2) && !ctx.caps().subgroup_arithmetic) continue;
             if (variant != 0 && sg) continue;  // subgroup choice only exists for variant 0
             KernelConfig c;
+            // Variant 3 alternates x through subgroup shuffles (auto) and per-lane fetches.
+            if (variant == 3 && (rows + bt + wg) % 2) c.x_shuffle = 0;
             c.matmul_rows = variant;
             c.workgroup_size = wg;
             c.use_subgroup = sg;
@@ -154,13 +156,15 @@ inline std::vector<KernelConfig> matmul_configs(const Context& ctx) {
 }
 
 // Rows of a batch-B matmul equal the same rows computed alone (B = 1), bit for bit.
-inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int variant, const std::string& what) {
+inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int variant, const std::string& what,
+                                  int x_shuffle = -1) {
   const uint32_t N = W.N, K = W.K;
   auto x = random_floats(size_t(256) * K, 11);
   Buffer xb(ctx, x.size() * 4), y1(ctx, N * 4), yB(ctx, size_t(256) * N * 4);
   xb.upload(x);
   MatmulArgs args;
   args.cfg.matmul_rows = variant;
+  args.cfg.x_shuffle = x_shuffle;
   for (uint32_t B : {2u, 7u, 16u, 64u, 256u}) {
     Sequence seq(ctx);
     seq.begin();
@@ -173,7 +177,7 @@ inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int varia
       seq.run();
       auto a = y1.read<float>(N);
       CHECK_MESSAGE(std::memcmp(a.data(), &all[size_t(row) * N], N * 4) == 0,
-                    what << " variant " << variant << " row " << row << " of B=" << B << " differs from B=1");
+                    what << " variant " << variant << " x_shuffle " << x_shuffle << " row " << row << " of B=" << B << " differs from B=1");
     }
   }
 }

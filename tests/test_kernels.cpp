@@ -47,8 +47,54 @@ TEST_CASE_FIXTURE(VkTest, "matmul rows are batch-invariant: bit-identical whatev
         if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
         const uint32_t N = 45, K = 320;
         auto raw = make_weight(t, N, K, 3);
-        check_batch_invariant(ctx, upload_weight(ctx, t, N, K, raw.data(), path), variant, weight_type_name(t));
+        const DeviceWeight W = upload_weight(ctx, t, N, K, raw.data(), path);
+        check_batch_invariant(ctx, W, variant, weight_type_name(t));
+        if (variant == 3) check_batch_invariant(ctx, W, variant, weight_type_name(t), 0);  // x fetched per lane
       }
+}
+
+TEST_CASE_FIXTURE(VkTest, "matmul lanes: x shared by subgroup shuffles equals per-lane fetches, bit for bit") {
+  // The shuffle only moves x's bits between lanes, so the two ways of fetching x must agree
+  // exactly, with the RMSNorm and GLU folds, on a tail block (odd K), at odd B and row counts.
+  if (!ctx.caps().subgroup_shuffle) return;
+  const float eps = 1e-5f;
+  for (auto t : {WeightType::F32, WeightType::F16, WeightType::Q8_0})
+    for (int fold : {0, 1, 2}) {  // plain, RMSNorm, RMSNorm + GLU
+      const uint32_t K = t == WeightType::Q8_0 ? 96 : 83, N = fold == 2 ? 46 : 37, out = fold == 2 ? N / 2 : N,
+                     xs = round4(K) + 4, Bmax = 37;
+      CAPTURE(weight_type_name(t));
+      CAPTURE(fold);
+      auto raw = make_weight(t, N, K, 13);
+      const DeviceWeight W = upload_weight(ctx, t, N, K, raw.data());
+      std::vector<float> x(size_t(Bmax) * xs, NAN);  // the stride's slack holds NaN on purpose
+      auto xr = random_floats(size_t(Bmax) * K, 17), g = random_floats(K, 19);
+      for (uint32_t b = 0; b < Bmax; ++b) std::copy_n(&xr[size_t(b) * K], K, &x[size_t(b) * xs]);
+      Buffer xb(ctx, x.size() * 4), gb(ctx, K * 4), scratch(ctx, size_t(Bmax) * (xs + 2 * N) * 4);
+      xb.upload(x);
+      gb.upload(g);
+      for (uint32_t B : {1u, 3u, 23u, 37u})
+        for (uint32_t bt : {0u, 1u, 3u, 8u}) {  // 0: the tile matmul picks; 8 needs two texels a lane at subgroup 8
+          std::vector<float> got[2];
+          for (int shuffle : {0, 1}) {
+            Buffer yb(ctx, size_t(B) * out * 4);
+            Sequence seq(ctx);
+            seq.begin();
+            MatmulArgs a;
+            a.cfg.matmul_rows = 3;
+            a.cfg.batch_tile = bt;
+            a.cfg.x_shuffle = shuffle;
+            if (fold >= 1) a.norm = &gb, a.norm_eps = eps, a.norm_scratch = Mat{&scratch, 0, xs};
+            if (fold == 2) a.glu = true, a.glu_scratch = Mat{&scratch, Bmax * xs, round4(N)};
+            matmul(seq, W, Mat{&xb, 0, xs}, Mat{&yb, 0, out}, B, a);
+            seq.run();
+            got[shuffle] = yb.read<float>(size_t(B) * out);
+          }
+          CAPTURE(B);
+          CAPTURE(bt);
+          CHECK(std::all_of(got[1].begin(), got[1].end(), [](float v) { return std::isfinite(v); }));
+          CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0);
+        }
+    }
 }
 
 

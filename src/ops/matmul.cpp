@@ -83,8 +83,9 @@ static_assert(sizeof(MatmulRowsSpec) == 12);
 struct MatmulLanesSpec {
   uint32_t wg, r, bt;
   uint32_t norm, glu;  // bools as 32-bit
+  uint32_t xs, xt;     // x shared by subgroup shuffles: the subgroup size (0: off), texels per lane
 };
-static_assert(sizeof(MatmulLanesSpec) == 20);
+static_assert(sizeof(MatmulLanesSpec) == 28);
 
 struct MatmulLanesPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -230,7 +231,18 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : (B <= 2 ? std::max(B, 1u) : 4), fold_norm, fold_glu};
+                         cfg.batch_tile ? cfg.batch_tile : (B <= 2 ? std::max(B, 1u) : 4), fold_norm, fold_glu, 0, 1};
+    // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
+    // known size (the shader's texel-to-lane map is specialized on it).
+    const DeviceCaps& caps = ctx.caps();
+    const uint32_t S = caps.subgroup_size;
+    const bool shuffle = cfg.x_shuffle != 0 && caps.subgroup_shuffle && S >= 2 &&
+                         caps.min_subgroup_size == caps.max_subgroup_size && spec.wg % S == 0;
+    if (cfg.x_shuffle == 1 && !shuffle)
+      throw Error("matmul with x shared by subgroup shuffles requested but device '" + caps.name +
+                  "' lacks subgroup shuffles or the workgroup is not whole subgroups");
+    spec.xs = shuffle ? S : 0;
+    spec.xt = shuffle ? (2 * spec.bt + S - 1) / S : 1;
     if (fold_glu) spec.r = std::max(2u, spec.r & ~1u);  // gate rows and their up rows in pairs
     auto bindings = weight_bindings(W, 3);
     bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
