@@ -268,14 +268,14 @@ struct Trials {
   std::vector<uint32_t> info, accepted;
 };
 Trials run_trials(Context& ctx, const HostTree& t, const std::vector<float>& P, uint32_t trials, uint64_t seed,
-                  uint32_t step, uint32_t max_depth) {
+                  uint32_t step, uint32_t max_depth, uint32_t V = kV) {
   auto d = upload(ctx, t, max_depth);
   Buffer probs(ctx, P.size() * 4), info(ctx, uint64_t(trials) * 64), acc(ctx, uint64_t(trials) * (max_depth + 1) * 4);
   probs.upload(P);
   Sequence seq(ctx);
   seq.begin();
   AcceptSampleArgs a;
-  a.n = t.size(), a.V = kV, a.probs = Mat{&probs, 0, kV}, a.seed = seed, a.step = step, a.trials = trials;
+  a.n = t.size(), a.V = V, a.probs = Mat{&probs, 0, V}, a.seed = seed, a.step = step, a.trials = trials;
   a.info = &info, a.accepted = &acc;
   accept_sample(seq, *d, a);
   seq.run();
@@ -430,6 +430,91 @@ TEST_CASE_FIXTURE(VkTest, "sampling: acceptance kernel equals a CPU replica draw
     if (!ok && bad++ == 0) first_bad = b;
   }
   CHECK_MESSAGE(bad == 0, bad << " trials differ from the CPU replica, first " << first_bad);
+}
+
+// Real vocabularies (Qwen2: 152,064 tokens) make the kernels' row loops long enough to reach a
+// driver's loop budget (DeviceCaps::Quirks::loop_iteration_limit: lavapipe returned infinities
+// and wrong kept sets from sample_probs, before its row loops were unrolled). G runs at the
+// largest vocabulary sample_max_vocab allows with the longest penalty window, where a budget
+// exists, and must still equal the CPU reference.
+TEST_CASE_FIXTURE(VkTest, "sampling: G at the largest vocabulary the device allows equals the CPU reference") {
+  HostTree tr;
+  tr.push(3, -1, 0);
+  tr.push(5, 0, 1);
+  tr.push(2, 1, 1);
+  const uint32_t N = tr.size(), t = 1500, W = kSampleMaxWindow;
+  auto d = upload(ctx, tr, 3);
+  const uint32_t bound = sample_max_vocab(ctx, W, false);
+  CHECK(bound >= 152064u);  // a Qwen2 or Llama 3 vocabulary must be sampleable
+  const uint32_t V = std::min(bound, 262144u);
+  CHECK(sample_max_vocab(ctx, W, true) >= V);  // greedy does less per row
+  std::mt19937 rng(11);
+  std::vector<uint32_t> hist(t + 1);
+  for (auto& x : hist) x = rng() % 400;  // a window with many repeats, all penalised
+  Buffer seq_tokens(ctx, hist.size() * 4);
+  seq_tokens.upload(hist);
+  std::vector<float> x(size_t(N) * V);
+  // Peaked like a language model's row: ~1/256 of the ids high (5..10), the rest far below
+  // (-30..-20), on a 0.01 grid (ties). Over a flat row top-p's cut falls among tokens of
+  // probability ~1e-5, and the reference's sequential f32 sum (which drops addends below half an
+  // ulp of the running total) moves it by itself; here the low tail weighs nothing in any order.
+  for (auto& v : x) v = rng() % 256 == 0 ? 5.0f + 0.01f * float(rng() % 500) : -30.0f + 0.01f * float(rng() % 1000);
+  Buffer logits(ctx, x.size() * 4), probs(ctx, x.size() * 4);
+  logits.upload(x);
+  struct Case {
+    float temp, top_p, min_p, pen;
+    uint32_t top_k;
+  };
+  for (const Case& c : {Case{0.8f, 0.9f, 0.0f, 1.3f, 0}, Case{1.1f, 1.0f, 0.0f, 1.0f, 40}, Case{0.0f, 1.0f, 0.0f, 1.2f, 0}}) {
+    SamplingOptions o;
+    o.temperature = c.temp, o.top_p = c.top_p, o.min_p = c.min_p, o.repeat_penalty = c.pen, o.top_k = c.top_k;
+    o.repeat_window = W;
+    auto [got, want] = gpu_and_ref_probs(ctx, Mat{&logits, 0, V}, probs, N, V, o, seq_tokens, t, *d, x, hist, tr);
+    const std::string what = "V " + std::to_string(V) + " T " + std::to_string(c.temp) + " k " +
+                             std::to_string(c.top_k) + " p " + std::to_string(c.top_p);
+    size_t support = 0;
+    for (size_t i = 0; i < got.size(); ++i) support += (got[i] > 0) != (want[i] > 0);
+    CHECK_MESSAGE(support == 0, what << ": kept sets differ in " << support << " entries");
+    check_close(got, want, 1e-6f, 1e-4f, what);
+  }
+  if (bound != UINT32_MAX) {  // past the bound: refused by name, not computed wrong
+    SamplingOptions o;
+    o.temperature = 0.8f, o.repeat_window = W;
+    Sequence seq(ctx);
+    seq.begin();
+    CHECK_THROWS_WITH(sample_probs(seq, Mat{&logits, 0, bound + 1}, Mat{&probs, 0, bound + 1}, 1, bound + 1, o,
+                                   seq_tokens, t, *d),
+                      doctest::Contains(("vocabulary of " + std::to_string(bound + 1) + " tokens").c_str()));
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: acceptance kernel at a 152,064-token vocabulary equals the CPU replica") {
+  // The Markov rows of the 8-token test over a real vocabulary: 0.8 of each row's mass on the
+  // first 8 ids (the tree's tokens), 0.2 spread over every 997th id past them, and nothing
+  // elsewhere — as after top-p. The next-root draw then walks chunks all over the row, most of
+  // each chunk without mass (a per-token scan of those once ran past lavapipe's loop budget).
+  const HostTree tr = merged_tree();
+  const uint32_t V = 152064, trials = 200, D = 3;
+  const auto small = node_rows(tr);
+  std::vector<float> P(size_t(tr.size()) * V);
+  for (uint32_t i = 0; i < tr.size(); ++i) {
+    float* row = &P[size_t(i) * V];
+    const uint32_t spread = (V - 1) / 997;
+    for (uint32_t v = 997; v < V; v += 997) row[v] = 0.2f / float(spread);
+    for (uint32_t v = 0; v < kV; ++v) row[v] = 0.8f * small[size_t(i) * kV + v];
+  }
+  Trials r = run_trials(ctx, tr, P, trials, 0xfeedface12345678ull, 77, D, V);
+  size_t bad = 0, first_bad = SIZE_MAX, far = 0;
+  for (uint32_t b = 0; b < trials; ++b) {
+    Walk w = ref_walk(tr, P, V, 0xfeedface12345678ull, 77, b);
+    const uint32_t a = r.info[b * 16 + kInfoAccepted];
+    bool ok = a + 1 == w.path.size() && r.info[b * 16 + kInfoNextRoot] == w.next;
+    for (uint32_t e = 0; ok && e <= a; ++e) ok = r.accepted[b * (D + 1) + e] == w.path[e];
+    far += w.next >= kV;
+    if (!ok && bad++ == 0) first_bad = b;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " trials differ from the CPU replica, first " << first_bad);
+  CHECK_MESSAGE(far > 0, "no draw landed past the first ids: the test would not see a wrong chunk walk");
 }
 
 TEST_CASE_FIXTURE(VkTest, "sampling: tree rejection sampling emits p(x1) and p(x1) p(x2 | x1) (chi-square)") {

@@ -16,6 +16,7 @@
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
+#include "vkspec/tree_limits.h"
 
 namespace vkspec {
 
@@ -264,6 +265,16 @@ void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f, uint64
                 " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
                 " MiB; use a smaller --ctx (at most " + std::to_string(range / row_bytes_kv) + ")" +
                 (kv_type_ == KvType::F32 ? " or --kv-type f16" : ""));
+  // A row's keys are at most the cache's length. Where the driver ends a shader's loops after a
+  // fixed budget, attention over more keys than its kernel can loop through would be wrong, not
+  // slow. (The heads' caches are no longer than the verifier's, so this check covers them too.)
+  const uint32_t max_keys = attention_max_keys(ctx, uint32_t(cfg_.D), (kTreeMaxNodes + 31) / 32);
+  if (cap_ > max_keys)
+    throw Error("a context of " + std::to_string(cap_) + " tokens is more than device '" + ctx.caps().name +
+                "' can attend over: its driver ends a shader's loops after " +
+                std::to_string(ctx.caps().quirks.loop_iteration_limit) + " iterations, which the attention kernel " +
+                "reaches at " + std::to_string(max_keys) + " keys; use a smaller --ctx (at most " +
+                std::to_string(max_keys) + ")");
   const uint64_t HD = uint64_t(cfg_.H) * cfg_.D;
   const uint64_t widest = std::max<uint64_t>({pad4(uint32_t(cfg_.C)), pad4(uint32_t(HD + 2 * kv_row_floats())),
                                               pad4(uint32_t(2 * cfg_.F)), pad4(uint32_t(cfg_.V))});
