@@ -128,7 +128,8 @@ typedef struct vkspec_runtime_desc {
    * (discrete > integrated > virtual > CPU); else an index or a name substring. */
   const char* device_name;
   float queue_priority;      /* 0..1 (default 1) */
-  uint32_t global_priority;  /* a VkQueueGlobalPriorityKHR where the device offers it; 0: don't ask */
+  uint32_t global_priority;  /* a VkQueueGlobalPriorityKHR (128..1024), asked for where the device offers it;
+                              * 0: don't ask; another value is refused */
   int validation;            /* Khronos validation + synchronization validation (own device only) */
   const char* pipeline_cache_dir;  /* NULL: $XDG_CACHE_HOME/vkspec; "-": none */
 

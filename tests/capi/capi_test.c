@@ -282,6 +282,10 @@ int main(int argc, char** argv) {
     d.queue_priority = 2.0f;
     CHECK(vkspec_runtime_create(&d, &own) == VKSPEC_ERROR_INVALID_ARGUMENT && own == NULL);
     CHECK(strstr(vkspec_last_error(NULL), "priority") != NULL);
+    d.queue_priority = 1.0f;
+    d.global_priority = 3; /* not a VkQueueGlobalPriorityKHR */
+    CHECK(vkspec_runtime_create(&d, &own) == VKSPEC_ERROR_INVALID_ARGUMENT && own == NULL);
+    CHECK(strstr(vkspec_last_error(NULL), "global priority") != NULL);
   }
 
   /* Requirements, then refusal of a device created without timelineSemaphore. */
