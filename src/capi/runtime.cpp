@@ -123,17 +123,6 @@ vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
   }
 }
 
-// The heads' weights and one state of each, counted when checking that the verifier fits.
-static uint64_t heads_reserve(const Model& m, bool weights) {
-  uint64_t n = 0;
-  for (const std::string& h : {m.head1, m.head2})
-    if (!h.empty()) {
-      const HeadBytes b = estimate_head_bytes(h, m.model_opts.context, m.head_rows, m.model_opts.kv_type);
-      n += (weights ? b.weights : 0) + b.state.kv + b.state.scratch;
-    }
-  return n;
-}
-
 void Model::load(vkspec_progress_fn progress, void* user) {
   const LlamaConfig c = read_llama_config(*file);
   // vkspec_model_desc.context_tokens 0: min(model context, 2048).
@@ -141,15 +130,20 @@ void Model::load(vkspec_progress_fn progress, void* user) {
   // Weights by bytes, for a progress fraction that moves with the upload.
   uint64_t vbytes = 0;
   for (const GgufTensor& t : file->tensors()) vbytes += t.n_bytes;
-  const uint64_t h1 = head1.empty() ? 0 : estimate_head_bytes(head1, 1, 1, model_opts.kv_type).weights;
-  const uint64_t h2 = head2.empty() ? 0 : estimate_head_bytes(head2, 1, 1, model_opts.kv_type).weights;
+  // The heads' bytes from their files (a head that cannot be read is refused here, by name).
+  HeadBytes hb[2];
+  ModelOptions o = model_opts;  // the device must hold the weights and one context
+  for (int i = 0; i < 2; ++i)
+    if (const std::string& h = i ? head2 : head1; !h.empty()) {
+      hb[i] = estimate_head_bytes(h, o.context, head_rows, o.kv_type);
+      o.reserve_bytes += hb[i].weights + hb[i].state.kv + hb[i].state.scratch;
+    }
+  const uint64_t h1 = hb[0].weights, h2 = hb[1].weights;
   const double total = double(std::max<uint64_t>(1, vbytes + h1 + h2));
   const auto report = [&](double done, const char* stage) {
     if (progress && progress(float(done / total), stage, user)) throw Error("load stopped by the progress callback");
   };
   report(0, "verifier");
-  ModelOptions o = model_opts;
-  o.reserve_bytes = heads_reserve(*this, true);  // the device must hold the weights and one context
   verifier = std::make_shared<const LlamaWeights>(*rt->ctx, *file, o);
   report(double(vbytes), "head 1");
   if (!head1.empty()) w1 = std::make_shared<const EagleHeadWeights>(*rt->ctx, head1, verifier->config());
@@ -160,7 +154,11 @@ void Model::load(vkspec_progress_fn progress, void* user) {
 
 Instance::Instance(const Model& m) {
   ModelOptions o = m.model_opts;
-  o.reserve_bytes = heads_reserve(m, false);
+  for (const auto& w : {m.w1, m.w2})  // the heads' states count in the verifier state's fit check
+    if (w) {
+      const StateBytes b = head_state_bytes(w->config(), o.context, m.head_rows, o.kv_type);
+      o.reserve_bytes += b.kv + b.scratch;
+    }
   model = std::make_unique<LlamaModel>(m.verifier, o);
   if (m.w1) head1 = std::make_unique<EagleHead>(m.w1, *model, model->capacity(), m.head_rows);
   if (m.w2) head2 = std::make_unique<EagleHead>(m.w2, *model, model->capacity(), m.head_rows);
