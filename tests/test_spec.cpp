@@ -157,3 +157,55 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar on the bundled tra
     CHECK(tau > 2.5);  // the trained heads really are exercised
   }
 }
+
+TEST_CASE_FIXTURE(VkTest, "shared weights: two generation states on one copy of the demo's weights, interleaved, each equals ar") {
+  // What the C API's contexts do (DESIGN.md §7a): each state owns its KV caches and scratch, the
+  // weights are on the device once.
+  DemoRig demo(ctx);
+  const ModelOptions mo = DemoRig::rows(64);
+  const uint64_t before = ctx.allocated_bytes();
+  LlamaModel model2(demo.model.weights(), mo);
+  EagleHead h1(demo.head1.weights(), model2, model2.capacity(), 64), h2(demo.head2.weights(), model2, model2.capacity(), 64);
+  const uint64_t grown = ctx.allocated_bytes() - before;
+  const StateBytes v = llama_state_bytes(model2.config(), mo);
+  const StateBytes hb = head_state_bytes(h1.config(), model2.capacity(), 64, model2.kv_type());
+  MESSAGE("second state: " << grown << " bytes; weights " << model2.weight_bytes() + h1.weight_bytes() + h2.weight_bytes());
+  CHECK(grown == v.kv + v.scratch + 2 * (hb.kv + hb.scratch));
+  CHECK(grown == model2.kv_bytes() + model2.scratch_bytes() + h1.kv_bytes() + h1.scratch_bytes() + h2.kv_bytes() +
+                     h2.scratch_bytes());
+  CHECK(model2.weights() == demo.model.weights());
+  CHECK(h1.weights() == demo.head1.weights());
+
+  const std::vector<uint32_t>& p1 = demo.prompts.at(0), &p2 = demo.prompts.at(1);
+  Engine ar(ctx, demo.model, nullptr, nullptr, EngineOptions{});
+  const std::vector<uint32_t> want1 = ar.generate(p1, 60).tokens, want2 = ar.generate(p2, 60).tokens;
+  REQUIRE(want1 != want2);
+  EngineOptions o1, o2;
+  o1.strategy = Strategy::MergeTrie, o2.strategy = Strategy::Route;
+  o1.depth = o2.depth = 4, o1.topk = o2.topk = 4, o1.budget = o2.budget = 8;
+  Engine a(ctx, demo.model, &demo.head1, &demo.head2, o1), b(ctx, model2, &h1, &h2, o2);
+  a.begin(p1, 60);
+  b.begin(p2, 60);
+  std::vector<uint32_t> got1, got2;
+  for (bool done1 = false, done2 = false; !done1 || !done2;) {
+    // Both submissions in flight on the queue at once, then each state's results.
+    if (!done1) a.submit(1);
+    if (!done2) b.submit(2);
+    a.wait(), b.wait();
+    Engine::Progress pa = a.poll(), pb = b.poll();
+    got1.insert(got1.end(), pa.tokens.begin(), pa.tokens.end());
+    got2.insert(got2.end(), pb.tokens.begin(), pb.tokens.end());
+    done1 = pa.done, done2 = pb.done;
+  }
+  CHECK(got1 == want1);
+  CHECK(got2 == want2);
+
+  // The weights outlive the model that loaded them while another state holds them.
+  auto first = std::make_unique<LlamaModel>(ctx, demo.file, mo);
+  LlamaModel later(first->weights(), mo);
+  const uint64_t held = ctx.allocated_bytes();
+  first.reset();
+  CHECK(ctx.allocated_bytes() == held - v.kv - v.scratch);  // only the first state's buffers went
+  Engine e(ctx, later, nullptr, nullptr, EngineOptions{});
+  CHECK(e.generate(p1, 60).tokens == want1);
+}

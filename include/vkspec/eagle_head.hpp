@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,16 +30,62 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
 HeadConfig read_head_config(const std::string& config_path);
 // Refuses a head whose width, vocabulary or head width does not fit the verifier.
 void check_head_fits(const HeadConfig& c, const LlamaConfig& verifier, const std::string& head_path);
+// The files a head path names: a folder's model.safetensors (or, without one, its
+// pytorch_model.bin) and config.json, or the weights file given and config.json beside it.
+// Nothing is checked to exist.
+struct HeadPaths {
+  std::string weights, config;
+};
+HeadPaths head_paths(const std::string& path);
 
-class EagleHead {
+// A head's weights on the device: uploaded once, never written again, and shared (through
+// std::shared_ptr) by every EagleHead made from them, each with its own KV cache and scratch.
+class EagleHeadWeights {
  public:
   // `path`: a folder with config.json and model.safetensors or pytorch_model.bin (safetensors
   // preferred when both are there), or such a file (.safetensors; .bin/.pt/.pth for torch.save)
-  // with config.json beside it. Throws naming the file and field if the head does not fit `verifier`.
-  // check_finite: refuse NaN/Inf weights at load, naming the tensor (off only in tests that feed
-  // NaN through the kernels on purpose).
+  // with config.json beside it. Throws naming the file and field if the head does not fit
+  // `verifier`. check_finite: refuse NaN/Inf weights at load, naming the tensor (off only in
+  // tests that feed NaN through the kernels on purpose).
+  EagleHeadWeights(Context& ctx, const std::string& path, const LlamaConfig& verifier, bool check_finite = true);
+  EagleHeadWeights(const EagleHeadWeights&) = delete;
+  EagleHeadWeights& operator=(const EagleHeadWeights&) = delete;
+
+  const HeadConfig& config() const { return cfg_; }
+  const std::string& path() const { return path_; }  // the weights file
+  // Device bytes (the verifier's embedding and lm_head, which the head reads, are not counted).
+  uint64_t bytes() const;
+
+ private:
+  friend class EagleHead;
+  HeadConfig cfg_;
+  std::string path_;
+  DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
+  Buffer fc_bias_, post_norm_;
+};
+
+// The device bytes of one head state (K and V cache, activation buffers) for `capacity` tokens
+// and `max_rows` rows per pass: what EagleHead allocates, byte for byte.
+StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max_rows, KvType kv_type);
+// A head's device bytes before it is loaded, from its files: the weights (the weight file's size:
+// they stay f16 or f32 on the device, bf16 becoming f16) and one state's. Throws naming the file
+// when the weights or config.json cannot be read.
+struct HeadBytes {
+  uint64_t weights = 0;
+  StateBytes state;
+};
+HeadBytes estimate_head_bytes(const std::string& path, uint32_t capacity, uint32_t max_rows, KvType kv_type);
+
+// One generation's head: shared weights, its own KV cache and scratch. Reads the verifier's
+// embedding and lm_head through `verifier`, which must outlive it.
+class EagleHead {
+ public:
+  // Uploads weights of its own (EagleHeadWeights' `path` and `check_finite`) and makes the state.
   EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity, uint32_t max_rows,
             bool check_finite = true);
+  // A new state over weights already on the device. Throws if they do not fit `verifier`.
+  EagleHead(std::shared_ptr<const EagleHeadWeights> weights, const LlamaModel& verifier, uint32_t capacity,
+            uint32_t max_rows);
 
   // Scalars that change from step to step are Dyn (ops.hpp): a step recorded once reads them from
   // the step state on the GPU.
@@ -64,29 +111,26 @@ class EagleHead {
     Dyn root_row;
   };
   void forward(Sequence& seq, const ForwardArgs& a);
-  Mat hidden() const { return {&h_, 0, pad4(uint32_t(cfg_.C))}; }  // (max_rows + 1, C) head output h
-  Mat logits() const { return {&logits_, 0, pad4(uint32_t(cfg_.V))}; }  // (max_rows + 1, V)
+  Mat hidden() const { return {&h_, 0, pad4(uint32_t(config().C))}; }  // (max_rows + 1, C) head output h
+  Mat logits() const { return {&logits_, 0, pad4(uint32_t(config().V))}; }  // (max_rows + 1, V)
   uint32_t root_slot() const { return max_rows_; }
-  const HeadConfig& config() const { return cfg_; }
-  const std::string& path() const { return path_; }
+  const HeadConfig& config() const { return w_->config(); }
+  const std::string& path() const { return w_->path(); }
+  const std::shared_ptr<const EagleHeadWeights>& weights() const { return w_; }
   uint32_t capacity() const { return cap_; }
   uint32_t max_rows() const { return max_rows_; }
   KvType kv_type() const { return kv_type_; }
-  // Device bytes: weights (the verifier's embedding and lm_head are shared, not counted), the
-  // K and V cache, the activation buffers.
-  uint64_t weight_bytes() const;
+  // Device bytes: the (shared) weights, the K and V cache, the activation buffers.
+  uint64_t weight_bytes() const { return w_->bytes(); }
   uint64_t kv_bytes() const { return k_.size() + v_.size(); }
   uint64_t scratch_bytes() const;
 
  private:
-  Context& ctx_;
+  std::shared_ptr<const EagleHeadWeights> w_;
   const LlamaModel& verifier_;
-  HeadConfig cfg_;
-  std::string path_;
   uint32_t cap_, max_rows_;
   KvType kv_type_ = KvType::F16;
-  DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
-  Buffer fc_bias_, post_norm_, k_, v_;
+  Buffer k_, v_;
   Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, h_, logits_;
   std::vector<VkBufferCopy> regions_;
 };

@@ -1,6 +1,7 @@
 #include "vkspec/eagle_head.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -139,30 +140,55 @@ void check_head_fits(const HeadConfig& c, const LlamaConfig& vc, const std::stri
   if (c.D > int(kAttentionMaxHeadDim) || c.D % 2) refuse("head width " + std::to_string(c.D) + " unsupported");
 }
 
-EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
-                     uint32_t max_rows, bool check_finite)
-    : ctx_(ctx), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
+namespace {
+// Widths of a head state's scratch buffers (each (max_rows + 1, width) f32, the + 1 the root
+// slot): cat, x, xn, qkv, attn, gu, act, h, logits.
+std::array<uint64_t, 9> head_scratch_widths(const HeadConfig& c) {
+  const uint32_t C = uint32_t(c.C), HD = uint32_t(c.H * c.D), KV = uint32_t(c.Hkv * c.D);
+  return {pad4(2 * C), pad4(C), pad4(C), pad4(HD + 2 * KV), pad4(HD), pad4(uint32_t(2 * c.F)), pad4(uint32_t(c.F)),
+          pad4(C), pad4(uint32_t(c.V))};
+}
+uint64_t head_kv_bytes(const HeadConfig& c, uint32_t capacity, KvType t) {  // one of K, V
+  return std::max<uint64_t>(16, uint64_t(capacity) * uint64_t(c.Hkv) * c.D * kv_value_bytes(t));
+}
+}  // namespace
+
+HeadPaths head_paths(const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path p(path), weights, cj;
-  if (fs::is_directory(p)) {
-    // Both present: model.safetensors, which needs no pickle interpreter.
-    weights = p / "model.safetensors";
-    if (!fs::exists(weights) && fs::exists(p / "pytorch_model.bin")) weights = p / "pytorch_model.bin";
-    cj = p / "config.json";
-  } else {
-    weights = p;
-    cj = p.parent_path() / "config.json";
-  }
-  path_ = weights.string();
+  std::error_code ec;
+  const fs::path p(path);
+  if (!fs::is_directory(p, ec)) return {p.string(), (p.parent_path() / "config.json").string()};
+  // Both present: model.safetensors, which needs no pickle interpreter.
+  fs::path weights = p / "model.safetensors";
+  if (!fs::exists(weights, ec) && fs::exists(p / "pytorch_model.bin", ec)) weights = p / "pytorch_model.bin";
+  return {weights.string(), (p / "config.json").string()};
+}
+
+StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
+  StateBytes b;
+  b.kv = 2 * head_kv_bytes(c, capacity, kv_type);
+  for (uint64_t w : head_scratch_widths(c)) b.scratch += (uint64_t(max_rows) + 1) * w * 4;
+  return b;
+}
+
+HeadBytes estimate_head_bytes(const std::string& path, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
+  const HeadPaths files = head_paths(path);
+  std::error_code ec;
+  const uintmax_t n = std::filesystem::file_size(files.weights, ec);
+  if (ec) throw Error("draft head " + path + ": cannot read " + files.weights + ": " + ec.message());
+  return {uint64_t(n), head_state_bytes(read_head_config(files.config), capacity, max_rows, kv_type)};
+}
+
+EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const LlamaConfig& verifier, bool check_finite) {
+  namespace fs = std::filesystem;
+  const HeadPaths files = head_paths(path);
+  const fs::path weights(files.weights), cj(files.config);
+  path_ = files.weights;
   if (!fs::exists(weights))
     throw Error("draft head " + path + ": no model.safetensors (or pytorch_model.bin) at " + weights.string());
   if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
   cfg_ = read_head_config(cj.string());
-  check_head_fits(cfg_, verifier.config(), path);
-  kv_type_ = verifier.kv_type();  // the heads' caches follow the verifier's type
-  if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
-    throw Error("draft head " + path + ": head width " + std::to_string(cfg_.D) +
-                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  check_head_fits(cfg_, verifier, path);
 
   // Either format yields the same SafeTensors; the file object owns the bytes they point to.
   const std::string ext = weights.extension().string();
@@ -193,27 +219,37 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   wdown_ = upload_rows(ctx, {&f.get("layers.0.mlp.down_proj.weight", {C, F})});
   post_norm_ = upload_f32(ctx, f.get("layers.0.post_attention_layernorm.weight", {C}).to_f32());
 
-  const uint64_t kv_bytes = uint64_t(cap_) * KV * kv_value_bytes(kv_type_);
-  if (kv_bytes > ctx.caps().max_storage_buffer_range)
-    throw Error("draft head " + path + ": a KV cache of " + std::to_string(cap_) + " tokens needs " +
-                std::to_string(kv_bytes >> 20) + " MiB, more than the device's storage-buffer range of " +
-                std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
-  k_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
-  v_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
-  const uint64_t R = max_rows_ + 1;  // + the root slot
-  cat_ = Buffer(ctx, R * pad4(uint32_t(2 * C)) * 4);
-  x_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  xn_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  qkv_ = Buffer(ctx, R * pad4(uint32_t(HD + 2 * KV)) * 4);
-  attn_ = Buffer(ctx, R * pad4(uint32_t(HD)) * 4);
-  gu_ = Buffer(ctx, R * pad4(uint32_t(2 * F)) * 4);
-  act_ = Buffer(ctx, R * pad4(uint32_t(F)) * 4);
-  h_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  logits_ = Buffer(ctx, R * pad4(uint32_t(cfg_.V)) * 4);
 }
 
-uint64_t EagleHead::weight_bytes() const {
+uint64_t EagleHeadWeights::bytes() const {
   return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size();
+}
+
+EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
+                     uint32_t max_rows, bool check_finite)
+    : EagleHead(std::make_shared<const EagleHeadWeights>(ctx, path, verifier.config(), check_finite), verifier, capacity,
+                max_rows) {}
+
+EagleHead::EagleHead(std::shared_ptr<const EagleHeadWeights> weights, const LlamaModel& verifier, uint32_t capacity,
+                     uint32_t max_rows)
+    : w_(std::move(weights)), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
+  const HeadConfig& c = w_->config();
+  Context& ctx = verifier.context();
+  check_head_fits(c, verifier.config(), w_->path());
+  kv_type_ = verifier.kv_type();  // the heads' caches follow the verifier's type
+  if (kv_type_ == KvType::F16 && c.D % 2 != 0)
+    throw Error("draft head " + w_->path() + ": head width " + std::to_string(c.D) +
+                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  const uint64_t kv_bytes = head_kv_bytes(c, cap_, kv_type_);
+  if (kv_bytes > ctx.caps().max_storage_buffer_range)
+    throw Error("draft head " + w_->path() + ": a KV cache of " + std::to_string(cap_) + " tokens needs " +
+                std::to_string(kv_bytes >> 20) + " MiB, more than the device's storage-buffer range of " +
+                std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
+  k_ = Buffer(ctx, kv_bytes);
+  v_ = Buffer(ctx, kv_bytes);
+  const std::array<uint64_t, 9> w = head_scratch_widths(c);
+  Buffer* scratch[9] = {&cat_, &x_, &xn_, &qkv_, &attn_, &gu_, &act_, &h_, &logits_};
+  for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, (uint64_t(max_rows_) + 1) * w[i] * 4);
 }
 
 uint64_t EagleHead::scratch_bytes() const {
@@ -222,8 +258,10 @@ uint64_t EagleHead::scratch_bytes() const {
 }
 
 void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
-  const uint32_t N = a.N, C = uint32_t(cfg_.C), F = uint32_t(cfg_.F), H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv),
-                 D = uint32_t(cfg_.D), HD = H * D, KV = Hkv * D, QKV = pad4(HD + 2 * KV), C2 = pad4(2 * C);
+  const EagleHeadWeights& w = *w_;
+  const HeadConfig& cfg = w.cfg_;
+  const uint32_t N = a.N, C = uint32_t(cfg.C), F = uint32_t(cfg.F), H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv),
+                 D = uint32_t(cfg.D), HD = H * D, KV = Hkv * D, QKV = pad4(HD + 2 * KV), C2 = pad4(2 * C);
   // Shapes are the caller's to check (Engine::check_fits); dynamic slots are checked there too.
   if (N == 0 || N > max_rows_ || (a.kv_slot.fixed() && a.kv_slot.base + N > cap_))
     throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot.base) +
@@ -239,13 +277,13 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
                         uint64_t(C) * 4});
   seq.copy(*a.features.buf, cat_, regions_);
   MatmulArgs fa;
-  fa.bias = &fc_bias_;
-  matmul(seq, fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
+  fa.bias = &w.fc_bias_;
+  matmul(seq, w.fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
 
   // The decoder layer, without input_layernorm (EAGLE's layer 0).
-  matmul(seq, wqkv_, x, qkv, N);
+  matmul(seq, w.wqkv_, x, qkv, N);
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
-  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg_.rope_theta, RopeMode::Halves});  // HF layout
+  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg.rope_theta, RopeMode::Halves});  // HF layout
   kv_write(seq, qkv, HD, HD + KV, N, KV, KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
@@ -254,12 +292,12 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   attention(seq, at);
   MatmulArgs acc;
   acc.accumulate = true;
-  matmul(seq, wo_, att, x, N, acc);
+  matmul(seq, w.wo_, att, x, N, acc);
   MatmulArgs ga;  // post_attention_layernorm and silu(gate) · up folded into the gate|up matmul
-  ga.norm = &post_norm_, ga.norm_eps = cfg_.rms_eps, ga.norm_scratch = xn;
+  ga.norm = &w.post_norm_, ga.norm_eps = cfg.rms_eps, ga.norm_scratch = xn;
   ga.glu = true, ga.glu_scratch = gu;
-  matmul(seq, wgu_, x, act, N, ga);
-  matmul(seq, wdown_, act, x, N, acc);
+  matmul(seq, w.wgu_, x, act, N, ga);
+  matmul(seq, w.wdown_, act, x, N, acc);
   // h goes straight to the verifier's lm_head, no norm (EAGLE-1/2).
   seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);
   if (a.root) {
