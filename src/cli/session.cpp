@@ -53,7 +53,9 @@ static uint64_t estimate_head_bytes(const std::string& path, uint32_t cap, uint3
   }
   const uint64_t KV = uint64_t(c.Hkv) * c.D, HD = uint64_t(c.H) * c.D, R = uint64_t(rows) + 1;
   const uint64_t scratch = R * 4 * (5 * uint64_t(c.C) + 2 * HD + 2 * KV + 3 * uint64_t(c.F) + c.V);
-  return uint64_t(file) + 2 * uint64_t(cap) * KV * kv_value_bytes(kv) + scratch;
+  // EAGLE-3: its lm_head expanded to the verifier's vocabulary (f16) and the 2C-wide attention input.
+  const uint64_t e3 = c.eagle3 ? uint64_t(c.V) * c.C * 2 + R * 4 * 2 * uint64_t(c.C) : 0;
+  return uint64_t(file) + 2 * uint64_t(cap) * KV * kv_value_bytes(kv) + scratch + e3;
 }
 
 nlohmann::json Session::memory_json() const {

@@ -212,6 +212,31 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
   logits_ = Buffer(ctx, R * pad4(cfg_.V) * 4);
 }
 
+void LlamaModel::enable_taps(const std::vector<uint32_t>& points) {
+  if (!tap_points_.empty() && tap_points_ != points) {
+    auto str = [](const std::vector<uint32_t>& p) {
+      std::string s;
+      for (uint32_t x : p) s += (s.empty() ? "" : ", ") + std::to_string(x);
+      return s;
+    };
+    throw Error("two EAGLE-3 heads read different verifier layers (taps before layers " + str(tap_points_) + " and " +
+                str(points) + "); one pair of heads must share them");
+  }
+  for (uint32_t p : points)
+    if (p > uint32_t(cfg_.L))
+      throw Error("tap point " + std::to_string(p) + " is past the verifier's " + std::to_string(cfg_.L) + " layers");
+  if (!tap_points_.empty() || points.empty()) return;
+  tap_points_ = points;
+  taps_ = Buffer(ctx_, uint64_t(max_rows_) * pad4(tap_width()) * 4);
+}
+
+// Rows 0..N-1 of the residual stream into their tap columns, for each tap at `point`.
+void LlamaModel::copy_taps(Sequence& seq, uint32_t point, uint32_t N) const {
+  const uint32_t C = uint32_t(cfg_.C);
+  for (uint32_t k = 0; k < tap_points_.size(); ++k)
+    if (tap_points_[k] == point) copy_rows(seq, Mat{&x_, 0, pad4(C)}, 0, Mat{&taps_, k * C, pad4(tap_width())}, N, C);
+}
+
 uint64_t LlamaModel::kv_bytes() const {
   uint64_t n = 0;
   for (const Buffer& b : kv_bufs_) n += b.size();
@@ -220,7 +245,7 @@ uint64_t LlamaModel::kv_bytes() const {
 
 uint64_t LlamaModel::scratch_bytes() const {
   return x_.size() + xn_.size() + qkv_.size() + attn_.size() + gu_.size() + act_.size() + hidden_.size() +
-         logits_.size();
+         logits_.size() + taps_.size();
 }
 
 std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
@@ -302,7 +327,9 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
 
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
   embed(seq, embd_, *a.tokens, a.tok_offset, x, N);
-  for (const Layer& L : layers_) {
+  for (uint32_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    copy_taps(seq, l, N);
     MatmulArgs qa;  // attn_norm folded into the qkv matmul
     qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
     qa.norm = &L.attn_norm, qa.norm_eps = cfg_.rms_eps, qa.norm_scratch = xn;
@@ -331,6 +358,7 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     matmul(seq, L.wgu, x, act, N, ga);
     matmul(seq, L.wdown, act, x, N, acc);
   }
+  copy_taps(seq, uint32_t(cfg_.L), N);
   rmsnorm(seq, x, out_norm_, hid, N, C, cfg_.rms_eps);
   const uint32_t from = std::min(a.logits_from, N - 1);
   matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
