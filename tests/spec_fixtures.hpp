@@ -228,11 +228,12 @@ inline std::vector<std::vector<uint32_t>> random_prompts(int n, uint32_t V) {
   return out;
 }
 
-// Every strategy over 20 random prompts emits exactly ar's 128 tokens with heads h1, h2 (of either
-// kind); merge and merge-trie reach at least min_tau_merge tokens per step.
-inline void check_lossless(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const char* what,
-                           double min_tau_merge, uint32_t depth, uint32_t topk, uint32_t budget) {
-  const auto ps = random_prompts(20, uint32_t(model.config().V));
+// Every strategy over the prompts ps emits exactly ar's 128 tokens with heads h1, h2 (of either
+// kind); merge and merge-trie reach at least min_tau_merge tokens per step, every strategy at least
+// min_tau_all.
+inline void check_lossless_on(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2,
+                              const std::vector<std::vector<uint32_t>>& ps, const char* what, double min_tau_merge,
+                              double min_tau_all, uint32_t depth, uint32_t topk, uint32_t budget) {
   EngineOptions ao;
   ao.strategy = Strategy::AR;
   Engine ar(ctx, model, nullptr, nullptr, ao);
@@ -258,7 +259,15 @@ inline void check_lossless(Context& ctx, LlamaModel& model, EagleHead* h1, Eagle
     const double tau = double(toks) / double(steps);
     MESSAGE(std::string(what) << " " << std::string(strategy_name(s)) << ": tau " << tau);
     if (s == Strategy::Merge || s == Strategy::MergeTrie) CHECK(tau >= min_tau_merge);
+    CHECK(tau >= min_tau_all);
   }
+}
+
+// check_lossless_on over 20 random prompts.
+inline void check_lossless(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const char* what,
+                           double min_tau_merge, uint32_t depth, uint32_t topk, uint32_t budget) {
+  check_lossless_on(ctx, model, h1, h2, random_prompts(20, uint32_t(model.config().V)), what, min_tau_merge, 0.0,
+                    depth, topk, budget);
 }
 
 }  // namespace vkspec::test

@@ -12,6 +12,9 @@ Usage: /usr/bin/python3 export_head3.py [OUT_DIR]   (default ../../models; write
 import collections, json, os, sys
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_heads import head_config  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.environ.get("TRAIN_WORK", os.path.join(HERE, "work"))
 
@@ -28,27 +31,11 @@ def main():
     sd["t2d"] = t2d
     os.makedirs(out, exist_ok=True)
     torch.save(sd, os.path.join(out, "pytorch_model.bin"))
-    conf = {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "model_type": "llama",
-        "hidden_size": cfg["dim"],
-        "target_hidden_size": cfg["dim"],
-        "intermediate_size": cfg["ffn"],
-        "num_attention_heads": cfg["n_head"],
-        "num_key_value_heads": cfg["n_kv"],
-        "head_dim": cfg["dim"] // cfg["n_head"],
-        "num_hidden_layers": 1,
-        "hidden_act": "silu",
-        "rms_norm_eps": cfg["eps"],
-        "rope_theta": cfg["theta"],
-        "vocab_size": V,
-        "draft_vocab_size": Vd,
-        # config id k = the output of verifier layer k = the input of layer k + 1
-        "eagle_aux_hidden_state_layer_ids": [p - 1 for p in points],
-        "max_position_embeddings": cfg["ctx"],
-        "tie_word_embeddings": False,
-        "torch_dtype": "float16",
-    }
+    conf = head_config(cfg, "LlamaForCausalLMEagle3")
+    conf["target_hidden_size"] = cfg["dim"]
+    conf["draft_vocab_size"] = Vd
+    # config id k = the output of verifier layer k = the input of layer k + 1
+    conf["eagle_aux_hidden_state_layer_ids"] = [p - 1 for p in points]
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(conf, f, indent=2, sort_keys=True)
         f.write("\n")
