@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include "eagle3_test_util.hpp"
 #include "spec_fixtures.hpp"
 #include "tree_order.hpp"
 #include "vk_fixture.hpp"
@@ -582,6 +583,38 @@ EngineOptions spec_opts(Strategy s, float temp, float top_p, uint64_t seed) {
   return o;
 }
 
+// Histograms of x1, x2, x3, (x1, x2) and (x1, x2, x3) over `runs` generations of 3 tokens at
+// T 0.8, top-p 0.9, seeds seed0, seed0 + 1, ...
+std::vector<std::vector<double>> first_tokens(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, Strategy s,
+                                              uint64_t seed0, const std::vector<uint32_t>& prompt, uint32_t runs) {
+  const uint32_t V = uint32_t(model.config().V);
+  std::vector<std::vector<double>> h(5);
+  h[0].assign(V, 0), h[1].assign(V, 0), h[2].assign(V, 0), h[3].assign(V * V, 0), h[4].assign(V * V * V, 0);
+  double toks = 0, steps = 0;
+  for (uint32_t r = 0; r < runs; ++r) {
+    Engine e(ctx, model, h1, h2, spec_opts(s, 0.8f, 0.9f, seed0 + r));
+    GenerateStats st = e.generate(prompt, 3);
+    REQUIRE(st.tokens.size() == 3);
+    const uint32_t a = st.tokens[0], b = st.tokens[1], c = st.tokens[2];
+    h[0][a] += 1, h[1][b] += 1, h[2][c] += 1, h[3][a * V + b] += 1, h[4][(a * V + b) * V + c] += 1;
+    toks += 2, steps += st.steps;
+  }
+  MESSAGE(std::string(strategy_name(s)) << ": tau over the 2 post-prefill tokens " << toks / steps);
+  return h;
+}
+
+// Each histogram of `got` against `ref`: two-sample chi-square below its p = 0.001 critical value.
+void check_same_law(const std::vector<std::vector<double>>& ref, const std::vector<std::vector<double>>& got, Strategy s) {
+  const char* names[] = {"x1", "x2", "x3", "(x1,x2)", "(x1,x2,x3)"};
+  for (int k = 0; k < 5; ++k) {
+    const Chi2 c = chi2_two_sample(ref[k], got[k]);
+    MESSAGE(std::string(strategy_name(s)) << " vs ar, " << std::string(names[k]) << ": chi2 " << c.stat << ", df " << c.df
+                                          << ", critical (p = 0.001) " << chi2_crit_001(c.df));
+    CHECK(c.df >= 2);  // the law is spread enough for the test to mean something
+    CHECK(c.stat < chi2_crit_001(c.df));
+  }
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "sampling: merge and route sample the first 3 tokens as ar does (T 0.8, top-p 0.9)") {
@@ -593,34 +626,34 @@ TEST_CASE_FIXTURE(VkTest, "sampling: merge and route sample the first 3 tokens a
   // multi-token acceptance common (tau ~1.5 for merge).
   TinyRig rig(ctx, "samp_e2e", 12, 16, 25.0f, 0.3f, 0.6f);
   const std::vector<uint32_t> prompt = {1, 5, 3};
-  const uint32_t runs = 1200, V = 12;
   auto sample = [&](Strategy s, uint64_t seed0) {
-    std::vector<std::vector<double>> h(5);
-    h[0].assign(V, 0), h[1].assign(V, 0), h[2].assign(V, 0), h[3].assign(V * V, 0), h[4].assign(V * V * V, 0);
-    double toks = 0, steps = 0;
-    for (uint32_t r = 0; r < runs; ++r) {
-      Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), spec_opts(s, 0.8f, 0.9f, seed0 + r));
-      GenerateStats st = e.generate(prompt, 3);
-      REQUIRE(st.tokens.size() == 3);
-      const uint32_t a = st.tokens[0], b = st.tokens[1], c = st.tokens[2];
-      h[0][a] += 1, h[1][b] += 1, h[2][c] += 1, h[3][a * V + b] += 1, h[4][(a * V + b) * V + c] += 1;
-      toks += 2, steps += st.steps;
-    }
-    MESSAGE(std::string(strategy_name(s)) << ": tau over the 2 post-prefill tokens " << toks / steps);
-    return h;
+    return first_tokens(ctx, *rig.model, rig.head1.get(), rig.head2.get(), s, seed0, prompt, 1200);
   };
   const auto ref = sample(Strategy::AR, 0);
-  const char* names[] = {"x1", "x2", "x3", "(x1,x2)", "(x1,x2,x3)"};
-  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(1) << 32}, std::pair{Strategy::Route, uint64_t(2) << 32}}) {
-    const auto got = sample(s, seed0);
-    for (int k = 0; k < 5; ++k) {
-      const Chi2 c = chi2_two_sample(ref[k], got[k]);
-      MESSAGE(std::string(strategy_name(s)) << " vs ar, " << std::string(names[k]) << ": chi2 " << c.stat << ", df " << c.df
-                                            << ", critical (p = 0.001) " << chi2_crit_001(c.df));
-      CHECK(c.df >= 2);  // the law is spread enough for the test to mean something
-      CHECK(c.stat < chi2_crit_001(c.df));
-    }
-  }
+  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(1) << 32}, std::pair{Strategy::Route, uint64_t(2) << 32}})
+    check_same_law(ref, sample(s, seed0), s);
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: a mixed EAGLE-1 + EAGLE-3 pair samples the first 3 tokens as ar does (merge, route)") {
+  // The same two-sample test with head 2 an EAGLE-3 head (PyTorch-built, reduced vocabulary of 8
+  // of the 12 ids, tapping the one layer's output): its -inf logits outside the draft vocabulary
+  // must not bias what rejection sampling emits.
+  TinyRig rig(ctx, "samp_mixed", 12, 16, 25.0f, 0.3f, 0.6f);
+  TempDir d("samp_mixed_e3");
+  std::filesystem::copy_file(rig.gguf.path, d.path + "/verifier.gguf");
+  if (!eagle3_fixtures(d.path, "0,0,0")) return;
+  EagleHead e3(ctx, d.path + "/e3_bin", *rig.model, 128, 32);
+  REQUIRE(e3.eagle3());
+  REQUIRE(e3.config().draft_V == 8);
+  EngineOptions wide = spec_opts(Strategy::Merge, 0.8f, 0.9f, 1);
+  wide.topk = 9, wide.depth = 1;
+  CHECK_THROWS_WITH_AS(Engine(ctx, *rig.model, rig.head1.get(), &e3, wide),
+                       doctest::Contains("--topk 9 exceeds the draft vocabulary of 8 ids"), Error);
+  const std::vector<uint32_t> prompt = {1, 5, 3};
+  const uint32_t runs = 800;
+  const auto ref = first_tokens(ctx, *rig.model, nullptr, nullptr, Strategy::AR, 0, prompt, runs);
+  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(3) << 32}, std::pair{Strategy::Route, uint64_t(4) << 32}})
+    check_same_law(ref, first_tokens(ctx, *rig.model, rig.head1.get(), &e3, s, seed0, prompt, runs), s);
 }
 
 TEST_CASE_FIXTURE(VkTest, "sampling: a seed reproduces its tokens; temperature 0 through the sampling path is greedy") {

@@ -86,6 +86,10 @@ struct StateBytes {
   uint64_t kv = 0, scratch = 0;
 };
 StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts);
+// The scratch a state adds when EAGLE-3 heads read `points` tap points of it (enable_taps): not in
+// llama_state_bytes, and one buffer however many EAGLE-3 heads share the points.
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, const ModelOptions& opts, uint32_t points);
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, uint32_t max_rows, uint32_t points);
 
 // One generation's verifier: the shared weights, plus its own KV cache and activation buffers.
 class LlamaModel {
@@ -135,6 +139,14 @@ class LlamaModel {
   uint32_t kv_row_words() const { return kv_type_ == KvType::F16 ? kv_row_floats() / 2 : kv_row_floats(); }
   // Rows 0..rows-1 of a layer's K (v = false) or V cache as f32 (tests and tools; synchronous).
   std::vector<float> read_cache(int layer, bool v, uint32_t rows) const;
+  // EAGLE-3 heads read the residual stream at three points (eagle_head.hpp, eagle3_tap_points:
+  // point p is the input of layer p, p == L the last layer's output). After enable_taps every
+  // forward also copies those rows, side by side, into taps() (max_rows, points·C); a model
+  // without it does no extra work. Two different point sets are refused (one buffer serves all).
+  void enable_taps(const std::vector<uint32_t>& points);
+  const std::vector<uint32_t>& tap_points() const { return tap_points_; }
+  uint32_t tap_width() const { return uint32_t(tap_points_.size()) * uint32_t(config().C); }
+  Mat taps() const { return {&taps_, 0, pad4(tap_width())}; }
   const DeviceWeight& embedding() const { return w_->embedding(); }
   const DeviceWeight& lm_head() const { return w_->lm_head(); }
   // The file's RoPE: pairing, base, linear scale and frequency factors (DESIGN.md §6).
@@ -153,6 +165,9 @@ class LlamaModel {
   std::vector<KvLayer> kv_layers_;  // (cap, Hkv*D) K and V of each layer, in kv_bufs_
   // Scratch, (max_rows, ·) each.
   Buffer x_, xn_, qkv_, attn_, gu_, act_, hidden_, logits_;
+  std::vector<uint32_t> tap_points_;
+  Buffer taps_;
+  void copy_taps(Sequence& seq, uint32_t point, uint32_t N) const;
 };
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the

@@ -133,11 +133,14 @@ void Model::load(vkspec_progress_fn progress, void* user) {
   // The heads' bytes from their files (a head that cannot be read is refused here, by name).
   HeadBytes hb[2];
   ModelOptions o = model_opts;  // the device must hold the weights and one context
+  uint32_t taps = 0;  // EAGLE-3: the verifier state's tap rows, one buffer for both heads
   for (int i = 0; i < 2; ++i)
     if (const std::string& h = i ? head2 : head1; !h.empty()) {
       hb[i] = estimate_head_bytes(h, o.context, head_rows, o.kv_type);
       o.reserve_bytes += hb[i].weights + hb[i].state.kv + hb[i].state.scratch;
+      taps = std::max(taps, hb[i].tap_points);
     }
+  o.reserve_bytes += llama_tap_bytes(c, o, taps);
   const uint64_t h1 = hb[0].weights, h2 = hb[1].weights;
   const double total = double(std::max<uint64_t>(1, vbytes + h1 + h2));
   const auto report = [&](double done, const char* stage) {
@@ -154,11 +157,14 @@ void Model::load(vkspec_progress_fn progress, void* user) {
 
 Instance::Instance(const Model& m) {
   ModelOptions o = m.model_opts;
+  uint32_t taps = 0;
   for (const auto& w : {m.w1, m.w2})  // the heads' states count in the verifier state's fit check
     if (w) {
       const StateBytes b = head_state_bytes(w->config(), o.context, m.head_rows, o.kv_type);
       o.reserve_bytes += b.kv + b.scratch;
+      taps = std::max(taps, uint32_t(w->tap_points().size()));
     }
+  o.reserve_bytes += llama_tap_bytes(m.verifier->config(), o, taps);  // EAGLE-3: the verifier's tap rows
   model = std::make_unique<LlamaModel>(m.verifier, o);
   if (m.w1) head1 = std::make_unique<EagleHead>(m.w1, *model, model->capacity(), m.head_rows);
   if (m.w2) head2 = std::make_unique<EagleHead>(m.w2, *model, model->capacity(), m.head_rows);
@@ -335,12 +341,15 @@ VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_mo
     for (const GgufTensor& t : f.tensors()) out->weights += t.n_bytes;
     const StateBytes v = llama_state_bytes(c, m.model_opts);
     out->kv_cache = v.kv, out->scratch = v.scratch;
+    uint32_t taps = 0;
     for (const std::string& h : {m.head1, m.head2})
       if (!h.empty()) {
         const HeadBytes b = estimate_head_bytes(h, m.model_opts.context, m.head_rows, m.model_opts.kv_type);
-        out->weights += b.weights;  // f32/f16 weights as stored
+        out->weights += b.weights;  // f32/f16 weights as stored (EAGLE-3: its lm_head expanded)
         out->kv_cache += b.state.kv, out->scratch += b.state.scratch;
+        taps = std::max(taps, b.tap_points);
       }
+    out->scratch += llama_tap_bytes(c, m.model_opts, taps);  // EAGLE-3: the verifier's tap rows
     out->per_context = out->kv_cache + out->scratch;
     out->device_local = rt->rt->ctx->caps().device_local_bytes;
     return VKSPEC_OK;

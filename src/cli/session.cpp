@@ -31,10 +31,11 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
 }
 
 // The heads' bytes count in the verifier's fit check; a head that cannot be read is reported
-// when it is loaded, not here.
-static uint64_t head_reserve_bytes(const std::string& path, uint32_t cap, uint32_t rows, KvType kv) {
+// when it is loaded, not here. `taps`: the most verifier tap rows a head reads (EAGLE-3).
+static uint64_t head_reserve_bytes(const std::string& path, uint32_t cap, uint32_t rows, KvType kv, uint32_t& taps) {
   try {
     const HeadBytes b = estimate_head_bytes(path, cap, rows, kv);
+    taps = std::max(taps, b.tap_points);
     return b.weights + b.state.kv + b.state.scratch;
   } catch (const Error&) {
     return 0;
@@ -131,7 +132,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     const LlamaConfig vc = read_llama_config(*file);
     const uint32_t cap = ctx_len ? ctx_len : uint32_t(vc.ctx > 0 ? vc.ctx : 2048);
     const uint32_t head_rows = std::max<uint32_t>({uint32_t(rows), engine.topk, engine.depth + 1});
-    for (const std::string& h : parts) reserve_bytes += head_reserve_bytes(h, cap, head_rows, kv_type);
+    uint32_t taps = 0;
+    for (const std::string& h : parts) reserve_bytes += head_reserve_bytes(h, cap, head_rows, kv_type, taps);
+    reserve_bytes += llama_tap_bytes(vc, uint32_t(rows), taps);  // the verifier's tap rows, one buffer for both heads
   }
   load_verifier(uint32_t(rows));
   if (!heads.empty()) {

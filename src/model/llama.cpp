@@ -187,6 +187,21 @@ StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts) {
   return b;
 }
 
+namespace {
+uint64_t tap_bytes(const LlamaConfig& cfg, uint32_t rows, uint32_t points) {
+  return uint64_t(rows) * pad4(points * uint32_t(cfg.C)) * 4;
+}
+}  // namespace
+
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, const ModelOptions& opts, uint32_t points) {
+  return tap_bytes(cfg, rows_of(opts), points);
+}
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, uint32_t max_rows, uint32_t points) {
+  ModelOptions o;
+  o.max_rows = max_rows;
+  return llama_tap_bytes(cfg, o, points);
+}
+
 LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx), path_(f.path()) {
   cfg_ = read_llama_config(f);
   if (cfg_.D > int(kAttentionMaxHeadDim))
@@ -293,6 +308,31 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, const ModelO
   for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, uint64_t(max_rows_) * w[i] * 4);
 }
 
+void LlamaModel::enable_taps(const std::vector<uint32_t>& points) {
+  if (!tap_points_.empty() && tap_points_ != points) {
+    auto str = [](const std::vector<uint32_t>& p) {
+      std::string s;
+      for (uint32_t x : p) s += (s.empty() ? "" : ", ") + std::to_string(x);
+      return s;
+    };
+    throw Error("two EAGLE-3 heads read different verifier layers (taps before layers " + str(tap_points_) + " and " +
+                str(points) + "); one pair of heads must share them");
+  }
+  for (uint32_t p : points)
+    if (p > uint32_t(config().L))
+      throw Error("tap point " + std::to_string(p) + " is past the verifier's " + std::to_string(config().L) + " layers");
+  if (!tap_points_.empty() || points.empty()) return;
+  tap_points_ = points;
+  taps_ = Buffer(context(), tap_bytes(config(), max_rows_, uint32_t(points.size())));
+}
+
+// Rows 0..N-1 of the residual stream into their tap columns, for each tap at `point`.
+void LlamaModel::copy_taps(Sequence& seq, uint32_t point, uint32_t N) const {
+  const uint32_t C = uint32_t(config().C);
+  for (uint32_t k = 0; k < tap_points_.size(); ++k)
+    if (tap_points_[k] == point) copy_rows(seq, Mat{&x_, 0, pad4(C)}, 0, Mat{&taps_, k * C, pad4(tap_width())}, N, C);
+}
+
 uint64_t LlamaModel::kv_bytes() const {
   uint64_t n = 0;
   for (const Buffer& b : kv_bufs_) n += b.size();
@@ -301,7 +341,7 @@ uint64_t LlamaModel::kv_bytes() const {
 
 uint64_t LlamaModel::scratch_bytes() const {
   return x_.size() + xn_.size() + qkv_.size() + attn_.size() + gu_.size() + act_.size() + hidden_.size() +
-         logits_.size();
+         logits_.size() + taps_.size();
 }
 
 std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
@@ -347,9 +387,10 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
 
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
   embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
-  for (size_t l = 0; l < w_->layers().size(); ++l) {
+  for (uint32_t l = 0; l < w_->layers().size(); ++l) {
     const LlamaWeights::Layer& L = w_->layers()[l];
     const KvLayer& kv_cache = kv_layers_[l];
+    copy_taps(seq, l, N);
     MatmulArgs qa;  // attn_norm folded into the qkv matmul
     qa.bias = cfg.qkv_bias ? &L.qkv_bias : nullptr;
     qa.norm = &L.attn_norm, qa.norm_eps = cfg.rms_eps, qa.norm_scratch = xn;
@@ -378,6 +419,7 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     matmul(seq, L.wgu, x, act, N, ga);
     matmul(seq, L.wdown, act, x, N, acc);
   }
+  copy_taps(seq, uint32_t(cfg.L), N);
   rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
   const uint32_t from = std::min(a.logits_from, N - 1);
   matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
