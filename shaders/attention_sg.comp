@@ -21,6 +21,7 @@
 // required subgroup size when the device can).
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;             // S: the subgroup size
 layout(constant_id = 1) const uint D = 32;  // head width (exact: loops unroll, accumulators stay in registers)
@@ -65,13 +66,13 @@ layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
 vec4 load_k(uint e, uint c) {
   vec4 r = vec4(0.0);
-  for (uint x = 0; x < 4; ++x)
+  [[unroll]] for (uint x = 0; x < 4; ++x)
     if (4 * c + x < D) r[x] = kc[e + 4 * c + x];
   return r;
 }
 vec4 load_v(uint e, uint c) {
   vec4 r = vec4(0.0);
-  for (uint x = 0; x < 4; ++x)
+  [[unroll]] for (uint x = 0; x < 4; ++x)
     if (4 * c + x < D) r[x] = vc[e + 4 * c + x];
   return r;
 }
@@ -126,11 +127,11 @@ void main() {
 
   // q rows in registers, pre-scaled so a score is one dot product.
   vec4 qv[HPW * DV];
-  for (uint g = 0; g < HPW; ++g) {
+  [[unroll]] for (uint g = 0; g < HPW; ++g) {
     const uint qb = pc.q_offset + i * pc.q_stride + (h0 + g) * D;
-    for (uint c = 0; c < DV; ++c) {
+    [[unroll]] for (uint c = 0; c < DV; ++c) {
       vec4 r = vec4(0.0);
-      for (uint x = 0; x < 4; ++x)
+      [[unroll]] for (uint x = 0; x < 4; ++x)
         if (4 * c + x < D) r[x] = q[qb + 4 * c + x];
       qv[g * DV + c] = r * pc.scale;
     }
@@ -141,10 +142,10 @@ void main() {
   // the chunk loop has no cross-lane operation at all.
   float m[HPW], l[HPW];
   vec4 acc[HPW * DV];
-  for (uint g = 0; g < HPW; ++g) {
+  [[unroll]] for (uint g = 0; g < HPW; ++g) {
     m[g] = -1.0 / 0.0;
     l[g] = 0.0;
-    for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
+    [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
   }
 
   for (uint base = 0; base < n_keys; base += S) {
@@ -160,36 +161,36 @@ void main() {
     const uint e = slot * row_stride + kv0;  // the row's first value past the layer's base
 
     float s[HPW];
-    for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
-    for (uint c = 0; c < DV; ++c) {
+    [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
+    [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 k = load_k(pc.k_base + e, c);
-      for (uint g = 0; g < HPW; ++g) s[g] += dot(qv[g * DV + c], k);
+      [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] += dot(qv[g * DV + c], k);
     }
     float p[HPW];
-    for (uint g = 0; g < HPW; ++g) {
+    [[unroll]] for (uint g = 0; g < HPW; ++g) {
       const float m_new = valid ? max(m[g], s[g]) : m[g];
       const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
       p[g] = valid ? exp(s[g] - m_new) : 0.0;
       l[g] = l[g] * corr + p[g];
       m[g] = m_new;
-      for (uint c = 0; c < DV; ++c) acc[g * DV + c] *= corr;
+      [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] *= corr;
     }
-    for (uint c = 0; c < DV; ++c) {
+    [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 v = load_v(pc.v_base + e, c);
-      for (uint g = 0; g < HPW; ++g) acc[g * DV + c] += p[g] * v;
+      [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] += p[g] * v;
     }
   }
 
   // Combine the lanes: rescale each to the common max (a lane that owned no key has m = -inf,
   // weight 0), then one fixed subgroupAdd per value. Lane x % S writes value x of each head.
-  for (uint g = 0; g < HPW; ++g) {
+  [[unroll]] for (uint g = 0; g < HPW; ++g) {
     const float mx = subgroupMax(m[g]);
     const float w = exp(m[g] - mx);
     const float inv = 1.0 / subgroupAdd(l[g] * w);
     const uint ob = pc.o_offset + i * pc.o_stride + (h0 + g) * D;
-    for (uint c = 0; c < DV; ++c) {
+    [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 r = subgroupAdd(acc[g * DV + c] * w) * inv;
-      for (uint x = 0; x < 4; ++x) {
+      [[unroll]] for (uint x = 0; x < 4; ++x) {
         const uint d = 4 * c + x;
         if (d < D && d % S == lane) o[ob + d] = r[x];
       }

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // sample_accept: tree rejection sampling (DESIGN.md §3, seed 000 §6.2, seed 001 §6.2), one
 // workgroup per independent trial (the engine runs one; tests run thousands over one tree).
 //
@@ -33,11 +34,28 @@ shared uint level[NMAX];     // level[j] = e + 1 while node j is on the accepted
 shared uint rejected[NMAX];  // tokens rejected at the current level
 shared uint n_rej, rep, depth_e, last_try;
 shared float partial[WG];
+shared uint last_mass[WG];  // per chunk: the last token with mass left, 0xffffffff if none
 
-bool is_rejected(uint v) {
+// During the walk `rejected` grows one token at a time: a plain scan (the walk is short).
+bool is_rejected_walk(uint v) {
   for (uint k = 0; k < n_rej; ++k)
     if (rejected[k] == v) return true;
   return false;
+}
+
+// Over the vocabulary, `rejected` is sorted and searched without a loop pass (an unrolled
+// bisection). Some drivers end a shader's loops after a fixed budget of passes
+// (DeviceCaps::Quirks::loop_iteration_limit); a scan per token made V * n_rej passes, past the
+// budget for a 152k vocabulary, and the draw came out wrong.
+bool is_rejected(uint v) {
+  if (n_rej == 0) return false;
+  uint base = 0, len = n_rej;
+  [[unroll]] for (uint s = 0; s < 10; ++s) {  // 2^10 > NMAX >= n_rej
+    const uint h = len / 2;
+    if (rejected[base + h] <= v) base += h;
+    len -= h;
+  }
+  return rejected[base] == v;
 }
 
 void main() {
@@ -58,7 +76,7 @@ void main() {
       for (uint j = r + 1; j < pc.n; ++j) {
         if (level[uint(parent[j])] != e + 1) continue;
         const uint x = token[j];
-        if (x >= pc.V || is_rejected(x)) continue;  // p(x) = 0 now: rejected, no draw needed
+        if (x >= pc.V || is_rejected_walk(x)) continue;  // p(x) = 0 now: rejected, no draw needed
         const float px = p[po + x];
         const float u = philox_uniform(seed, step + e, j, b);
         // accept with probability p(x) / (1 - gone), without dividing
@@ -77,6 +95,14 @@ void main() {
     }
     rep = r;
     depth_e = e;
+    // Sort the rejected tokens for is_rejected's bisection (insertion sort: n_rej is at most the
+    // children of one node, a few dozen).
+    for (uint k = 1; k < n_rej; ++k) {
+      const uint v = rejected[k];
+      uint j = k;
+      for (; j > 0 && rejected[j - 1] > v; --j) rejected[j] = rejected[j - 1];
+      rejected[j] = v;
+    }
   }
   barrier();
   // The next root: inverse CDF over p(rep) with the rejected tokens removed, in index order.
@@ -85,9 +111,16 @@ void main() {
   const uint chunk = (pc.V + WG - 1) / WG;
   const uint lo = min(lid * chunk, pc.V), hi = min(lo + chunk, pc.V);
   float s = 0.0;
-  for (uint i = lo; i < hi; ++i)
-    if (!is_rejected(i)) s += p[po + i];
+  uint lm = 0xffffffffu;
+  for (uint i = lo; i < hi; ++i) {
+    const float q = p[po + i];
+    if (q > 0.0 && !is_rejected(i)) {  // (adding a zero would change nothing)
+      s += q;
+      lm = i;
+    }
+  }
   partial[lid] = s;
+  last_mass[lid] = lm;
   barrier();
   if (lid == 0) {
     const uint e = depth_e;
@@ -109,11 +142,7 @@ void main() {
         }
       } else {
         acc += partial[k];
-        if (partial[k] > 0.0) {  // remember the last token with mass, for the rounding guard
-          const uint klo = min(k * chunk, pc.V), khi = min(klo + chunk, pc.V);
-          for (uint i = khi; i > klo; --i)
-            if (!is_rejected(i - 1) && p[po + i - 1] > 0.0) { last_pos = i - 1; break; }
-        }
+        if (last_mass[k] != 0xffffffffu) last_pos = last_mass[k];  // for the rounding guard
       }
     }
     // Rounding guards (probability ~2^-24 or less): target at the very top of the mass -> the

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // sample_probs: the decoding operator G (include/vkspec/sample.hpp), one workgroup per tree node.
 //   p(N, V) = renorm(min_p(top_p(top_k(penalty(logits) / T))))
 // The row of p doubles as scratch: first the penalised, tempered logits y, then the result.
@@ -11,6 +12,13 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
+// Entries of a row per lane and pass of the row loops. Some drivers end a shader's loops after a
+// fixed budget of passes (DeviceCaps::Quirks::loop_iteration_limit; 65535 on lavapipe), and the
+// radix descents make ~100 passes over the row: at one entry a pass the budget ran out from
+// V ~ 40k on and the kernel returned garbage. Unrolled, a lane still visits i = lid, lid + WG, ...
+// in that order, so every sum is the one it was. The host (sample.cpp) refuses a V past the
+// budget even so.
+const uint VU = 32;
 #include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };        // (N, V) logits
 layout(set = 0, binding = 1, std430) coherent buffer P { float p[]; };        // (N, V) out
@@ -47,9 +55,12 @@ uint row_argmax(uint yo, out float best) {
   const uint lid = gl_LocalInvocationID.x;
   float b = 0.0;
   uint bi = 0xffffffffu;
-  for (uint i = lid; i < pc.V; i += WG) {
-    const float y = p[yo + i];
-    if (bi == 0xffffffffu || order_key(y) > order_key(b)) { b = y; bi = i; }  // i ascends
+  for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+    const uint i = i0 + u * WG;
+    if (i < pc.V) {
+      const float y = p[yo + i];
+      if (bi == 0xffffffffu || order_key(y) > order_key(b)) { b = y; bi = i; }  // i ascends
+    }
   }
   return wg_argmax(b, bi, best);
 }
@@ -68,9 +79,12 @@ uvec2 descend(uint yo, uint mode, float m, float target) {
   for (int b = 31; b >= 0; --b) {
     const uint c = kv | (1u << b);
     float s = 0.0;
-    for (uint i = lid; i < pc.V; i += WG) {
-      const float y = p[yo + i];
-      if (ord(y) >= c && key_ge(ord(y), i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
+    for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+      const uint i = i0 + u * WG;
+      if (i < pc.V) {
+        const float y = p[yo + i];
+        if (ord(y) >= c && key_ge(ord(y), i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
+      }
     }
     if (wg_sum(s) >= target) kv = c;
   }
@@ -78,10 +92,13 @@ uvec2 descend(uint yo, uint mode, float m, float target) {
   for (int b = int(IBITS) - 1; b >= 0; --b) {
     const uint c = ki | (1u << b);
     float s = 0.0;
-    for (uint i = lid; i < pc.V; i += WG) {
-      const float y = p[yo + i];
-      const uint o = ord(y);
-      if ((o > kv || (o == kv && (IMASK - i) >= c)) && key_ge(o, i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
+    for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+      const uint i = i0 + u * WG;
+      if (i < pc.V) {
+        const float y = p[yo + i];
+        const uint o = ord(y);
+        if ((o > kv || (o == kv && (IMASK - i) >= c)) && key_ge(o, i, KK)) s += mode == 0 ? 1.0 : weight(y, m);
+      }
     }
     if (wg_sum(s) >= target) ki = c;
   }
@@ -108,7 +125,10 @@ void main() {
     for (uint k = 0; k < rest && k <= t; ++k) win[n++] = seq_tokens[t - k];
     n_win = pc.penalty == 1.0 ? 0u : n;
   }
-  for (uint i = lid; i < pc.V; i += WG) p[yo + i] = x[xo + i];
+  for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+    const uint i = i0 + u * WG;
+    if (i < pc.V) p[yo + i] = x[xo + i];
+  }
   memoryBarrierShared();
   memoryBarrierBuffer();
   barrier();
@@ -116,7 +136,10 @@ void main() {
   for (uint k = lid; k < n_win; k += WG) {
     const uint v = win[k];
     bool first = v < pc.V;
-    for (uint j = 0; j < k && first; ++j) first = win[j] != v;
+    // (unrolled for the same budget: a window of 1024 took ~8k passes one entry at a time)
+    for (uint j0 = 0; j0 < k && first; j0 += 16) [[unroll]] for (uint u = 0; u < 16; ++u) {
+      if (j0 + u < k) first = first && win[j0 + u] != v;
+    }
     if (first) {
       const float l = x[xo + v];
       p[yo + v] = l > 0.0 ? l / pc.penalty : l * pc.penalty;
@@ -128,11 +151,17 @@ void main() {
   if (pc.greedy != 0) {  // T == 0: one-hot at the arg-max of the penalised logits
     float bv;
     const uint w = row_argmax(yo, bv);
-    for (uint i = lid; i < pc.V; i += WG) p[yo + i] = i == w ? 1.0 : 0.0;
+    for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+      const uint i = i0 + u * WG;
+      if (i < pc.V) p[yo + i] = i == w ? 1.0 : 0.0;
+    }
     return;
   }
 
-  for (uint i = lid; i < pc.V; i += WG) p[yo + i] = p[yo + i] / pc.temp;
+  for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+    const uint i = i0 + u * WG;
+    if (i < pc.V) p[yo + i] = p[yo + i] / pc.temp;
+  }
   // (each invocation reads back only the entries it wrote: no barrier needed)
   float m;
   row_argmax(yo, m);
@@ -141,23 +170,32 @@ void main() {
   uvec2 KP = uvec2(0u, 0u);
   if (pc.top_p < 1.0) {
     float z = 0.0;
-    for (uint i = lid; i < pc.V; i += WG) {
-      const float y = p[yo + i];
-      if (key_ge(ord(y), i, KK)) z += weight(y, m);
+    for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+      const uint i = i0 + u * WG;
+      if (i < pc.V) {
+        const float y = p[yo + i];
+        if (key_ge(ord(y), i, KK)) z += weight(y, m);
+      }
     }
     KP = descend(yo, 1u, m, pc.top_p * wg_sum(z));
   }
   // min-p: exp(y - m) = p / p_max; the maximum survives top-k and top-p, so order does not matter.
   float z = 0.0;
-  for (uint i = lid; i < pc.V; i += WG) {
-    const float y = p[yo + i];
-    const float e = weight(y, m);
-    if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p) z += e;
+  for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+    const uint i = i0 + u * WG;
+    if (i < pc.V) {
+      const float y = p[yo + i];
+      const float e = weight(y, m);
+      if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p) z += e;
+    }
   }
   const float inv = 1.0 / wg_sum(z);
-  for (uint i = lid; i < pc.V; i += WG) {
-    const float y = p[yo + i];
-    const float e = weight(y, m);
-    p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p ? e * inv : 0.0;
+  for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
+    const uint i = i0 + u * WG;
+    if (i < pc.V) {
+      const float y = p[yo + i];
+      const float e = weight(y, m);
+      p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p ? e * inv : 0.0;
+    }
   }
 }

@@ -384,6 +384,12 @@ void Context::init_device(const ContextOptions& opts, bool own) {
     feats.features.shaderInt16 = avail.features.shaderInt16;
     if (!(opts.queue_priority >= 0.0f && opts.queue_priority <= 1.0f))
       throw Error("queue priority must be in 0..1, got " + std::to_string(opts.queue_priority));
+    // Checked whether or not this driver offers global priorities, so a wrong value fails everywhere.
+    if (opts.global_priority && opts.global_priority != VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR &&
+        opts.global_priority != VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR && opts.global_priority != VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR &&
+        opts.global_priority != VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR)
+      throw Error("global priority must be a VkQueueGlobalPriorityKHR (128 low, 256 medium, 512 high, 1024 realtime) or 0, got " +
+                  std::to_string(opts.global_priority));
     float prio = opts.queue_priority;
     VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qi.queueFamilyIndex = queue_family_;

@@ -20,7 +20,10 @@
 
 #include "gguf_test_util.hpp"
 #include "vkspec/dtype.hpp"
+#include <doctest/doctest.h>
+
 #include "vkspec/eagle_head.hpp"
+#include "vkspec/engine.hpp"
 #include "vkspec/gguf_writer.hpp"
 #include "vkspec/model.hpp"
 
@@ -213,5 +216,60 @@ struct DemoRig {
       if (!line.empty()) prompts.emplace_back(line.begin(), line.end());
   }
 };
+
+inline std::vector<std::vector<uint32_t>> random_prompts(int n, uint32_t V) {
+  std::vector<std::vector<uint32_t>> out;
+  std::mt19937 rng(9);
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint32_t> p(1 + rng() % 12);
+    for (auto& x : p) x = rng() % V;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Every strategy over the prompts ps emits exactly ar's n_new tokens with heads h1, h2 (of either
+// kind); merge and merge-trie reach at least min_tau_merge tokens per step, every strategy at least
+// min_tau_all.
+inline void check_lossless_on(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2,
+                              const std::vector<std::vector<uint32_t>>& ps, const char* what, double min_tau_merge,
+                              double min_tau_all, uint32_t depth, uint32_t topk, uint32_t budget,
+                              uint32_t n_new = 128) {
+  EngineOptions ao;
+  ao.strategy = Strategy::AR;
+  Engine ar(ctx, model, nullptr, nullptr, ao);
+  std::vector<std::vector<uint32_t>> want;
+  for (auto& p : ps) want.push_back(ar.generate(p, n_new).tokens);
+  for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    EngineOptions o;
+    o.strategy = s;
+    o.depth = depth, o.topk = topk, o.budget = budget;
+    Engine e(ctx, model, h1, h2, o);
+    uint64_t toks = 0, steps = 0;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateStats st = e.generate(ps[i], n_new);
+      REQUIRE_MESSAGE(st.tokens.size() == want[i].size(), what << " " << std::string(strategy_name(s)) << " prompt " << i);
+      size_t bad = 0;
+      while (bad < want[i].size() && st.tokens[bad] == want[i][bad]) ++bad;
+      CHECK_MESSAGE(bad == want[i].size(), what << " " << std::string(strategy_name(s)) << " prompt " << i
+                                                << ": first divergence from ar at token " << bad);
+      CHECK(st.host_waits_per_step <= 1.0);
+      toks += st.tokens.size() - 1;
+      steps += st.steps;
+    }
+    const double tau = double(toks) / double(steps);
+    MESSAGE(std::string(what) << " " << std::string(strategy_name(s)) << ": tau " << tau);
+    if (s == Strategy::Merge || s == Strategy::MergeTrie) CHECK(tau >= min_tau_merge);
+    CHECK(tau >= min_tau_all);
+  }
+}
+
+// check_lossless_on over n_prompts random prompts.
+inline void check_lossless(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const char* what,
+                           double min_tau_merge, uint32_t depth, uint32_t topk, uint32_t budget, int n_prompts = 20,
+                           uint32_t n_new = 128) {
+  check_lossless_on(ctx, model, h1, h2, random_prompts(n_prompts, uint32_t(model.config().V)), what, min_tau_merge,
+                    0.0, depth, topk, budget, n_new);
+}
 
 }  // namespace vkspec::test

@@ -232,6 +232,39 @@ TEST_CASE_FIXTURE(VkTest, "tree attention equals a reference, each path run caus
   }
 }
 
+TEST_CASE_FIXTURE(VkTest, "attention at the longest context each kernel allows equals the reference") {
+  // Where the driver ends a shader's loops after a budget (DeviceCaps::Quirks::
+  // loop_iteration_limit), attention_max_keys is the bound the model refuses a longer --ctx by:
+  // at that bound every kernel must still be right. At D = 128 the subgroup kernel's per-key
+  // loops once ran unrolled only on some variants, and lavapipe returned wrong rows from 9000
+  // keys up. Elsewhere (no budget) 70,000 keys stand in for "long".
+  struct Case {
+    uint32_t N, H, Hkv, D;
+  };
+  for (const Case c : {Case{3, 2, 1, 128}, Case{2, 1, 1, 16}}) {
+    const uint32_t words = 1, row = c.Hkv * c.D, HD = c.H * c.D;
+    const Tree tree = random_tree(c.N, 5, true);
+    const auto mask = tree.mask_bits(words);
+    for (const auto& v : variants(64, c.H, c.Hkv, c.D)) {
+      const uint32_t max_keys = attention_max_keys(ctx, c.D, words, v.cfg);
+      // D = 128 rows are 16x longer than D = 16 ones: keep each cache under ~100 MB.
+      const uint32_t t = std::min(max_keys, c.D > 64 ? 100000u : 600000u) - c.N;
+      const std::string what = std::string(v.name) + " D=" + std::to_string(c.D) + " t=" + std::to_string(t) +
+                               " (bound " + std::to_string(max_keys) + " keys)";
+      CAPTURE(what);
+      const uint32_t cap = t + c.N;
+      auto kc = random_floats(size_t(cap) * row, t + 1), vc = random_floats(size_t(cap) * row, t + 2);
+      auto q = random_floats(size_t(c.N) * HD, t + 3, -2, 2);
+      Buffer kb(ctx, kc.size() * 4), vb(ctx, vc.size() * 4);
+      kb.upload(kc);
+      vb.upload(vc);
+      auto got = run_attention(ctx, v.cfg, c.N, t, c.H, c.Hkv, c.D, q, kb, vb, mask, words, {});
+      // Scores spread over many keys: the weights are tiny and the sum long, so a looser relative bound.
+      check_close(got, tree_attend_ref(tree, q, kc, vc, c.N, t, c.H, c.Hkv, c.D), 2e-5f, 1e-3f, what);
+    }
+  }
+}
+
 TEST_CASE_FIXTURE(VkTest, "subgroup attention at every subgroup size the device can pin") {
   // The chunk width is the subgroup size S; exactness and accuracy must hold for each S. Without
   // subgroup size control only the default size runs (covered above).
@@ -380,3 +413,4 @@ TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equal
     }
   }
 }
+

@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include "eagle3_test_util.hpp"
 #include "spec_fixtures.hpp"
 #include "tree_order.hpp"
 #include "vk_fixture.hpp"
@@ -268,14 +269,14 @@ struct Trials {
   std::vector<uint32_t> info, accepted;
 };
 Trials run_trials(Context& ctx, const HostTree& t, const std::vector<float>& P, uint32_t trials, uint64_t seed,
-                  uint32_t step, uint32_t max_depth) {
+                  uint32_t step, uint32_t max_depth, uint32_t V = kV) {
   auto d = upload(ctx, t, max_depth);
   Buffer probs(ctx, P.size() * 4), info(ctx, uint64_t(trials) * 64), acc(ctx, uint64_t(trials) * (max_depth + 1) * 4);
   probs.upload(P);
   Sequence seq(ctx);
   seq.begin();
   AcceptSampleArgs a;
-  a.n = t.size(), a.V = kV, a.probs = Mat{&probs, 0, kV}, a.seed = seed, a.step = step, a.trials = trials;
+  a.n = t.size(), a.V = V, a.probs = Mat{&probs, 0, V}, a.seed = seed, a.step = step, a.trials = trials;
   a.info = &info, a.accepted = &acc;
   accept_sample(seq, *d, a);
   seq.run();
@@ -432,6 +433,91 @@ TEST_CASE_FIXTURE(VkTest, "sampling: acceptance kernel equals a CPU replica draw
   CHECK_MESSAGE(bad == 0, bad << " trials differ from the CPU replica, first " << first_bad);
 }
 
+// Real vocabularies (Qwen2: 152,064 tokens) make the kernels' row loops long enough to reach a
+// driver's loop budget (DeviceCaps::Quirks::loop_iteration_limit: lavapipe returned infinities
+// and wrong kept sets from sample_probs, before its row loops were unrolled). G runs at the
+// largest vocabulary sample_max_vocab allows with the longest penalty window, where a budget
+// exists, and must still equal the CPU reference.
+TEST_CASE_FIXTURE(VkTest, "sampling: G at the largest vocabulary the device allows equals the CPU reference") {
+  HostTree tr;
+  tr.push(3, -1, 0);
+  tr.push(5, 0, 1);
+  tr.push(2, 1, 1);
+  const uint32_t N = tr.size(), t = 1500, W = kSampleMaxWindow;
+  auto d = upload(ctx, tr, 3);
+  const uint32_t bound = sample_max_vocab(ctx, W, false);
+  CHECK(bound >= 152064u);  // a Qwen2 or Llama 3 vocabulary must be sampleable
+  const uint32_t V = std::min(bound, 262144u);
+  CHECK(sample_max_vocab(ctx, W, true) >= V);  // greedy does less per row
+  std::mt19937 rng(11);
+  std::vector<uint32_t> hist(t + 1);
+  for (auto& x : hist) x = rng() % 400;  // a window with many repeats, all penalised
+  Buffer seq_tokens(ctx, hist.size() * 4);
+  seq_tokens.upload(hist);
+  std::vector<float> x(size_t(N) * V);
+  // Peaked like a language model's row: ~1/256 of the ids high (5..10), the rest far below
+  // (-30..-20), on a 0.01 grid (ties). Over a flat row top-p's cut falls among tokens of
+  // probability ~1e-5, and the reference's sequential f32 sum (which drops addends below half an
+  // ulp of the running total) moves it by itself; here the low tail weighs nothing in any order.
+  for (auto& v : x) v = rng() % 256 == 0 ? 5.0f + 0.01f * float(rng() % 500) : -30.0f + 0.01f * float(rng() % 1000);
+  Buffer logits(ctx, x.size() * 4), probs(ctx, x.size() * 4);
+  logits.upload(x);
+  struct Case {
+    float temp, top_p, min_p, pen;
+    uint32_t top_k;
+  };
+  for (const Case& c : {Case{0.8f, 0.9f, 0.0f, 1.3f, 0}, Case{1.1f, 1.0f, 0.0f, 1.0f, 40}, Case{0.0f, 1.0f, 0.0f, 1.2f, 0}}) {
+    SamplingOptions o;
+    o.temperature = c.temp, o.top_p = c.top_p, o.min_p = c.min_p, o.repeat_penalty = c.pen, o.top_k = c.top_k;
+    o.repeat_window = W;
+    auto [got, want] = gpu_and_ref_probs(ctx, Mat{&logits, 0, V}, probs, N, V, o, seq_tokens, t, *d, x, hist, tr);
+    const std::string what = "V " + std::to_string(V) + " T " + std::to_string(c.temp) + " k " +
+                             std::to_string(c.top_k) + " p " + std::to_string(c.top_p);
+    size_t support = 0;
+    for (size_t i = 0; i < got.size(); ++i) support += (got[i] > 0) != (want[i] > 0);
+    CHECK_MESSAGE(support == 0, what << ": kept sets differ in " << support << " entries");
+    check_close(got, want, 1e-6f, 1e-4f, what);
+  }
+  if (bound != UINT32_MAX) {  // past the bound: refused by name, not computed wrong
+    SamplingOptions o;
+    o.temperature = 0.8f, o.repeat_window = W;
+    Sequence seq(ctx);
+    seq.begin();
+    CHECK_THROWS_WITH(sample_probs(seq, Mat{&logits, 0, bound + 1}, Mat{&probs, 0, bound + 1}, 1, bound + 1, o,
+                                   seq_tokens, t, *d),
+                      doctest::Contains(("vocabulary of " + std::to_string(bound + 1) + " tokens").c_str()));
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: acceptance kernel at a 152,064-token vocabulary equals the CPU replica") {
+  // The Markov rows of the 8-token test over a real vocabulary: 0.8 of each row's mass on the
+  // first 8 ids (the tree's tokens), 0.2 spread over every 997th id past them, and nothing
+  // elsewhere — as after top-p. The next-root draw then walks chunks all over the row, most of
+  // each chunk without mass (a per-token scan of those once ran past lavapipe's loop budget).
+  const HostTree tr = merged_tree();
+  const uint32_t V = 152064, trials = 200, D = 3;
+  const auto small = node_rows(tr);
+  std::vector<float> P(size_t(tr.size()) * V);
+  for (uint32_t i = 0; i < tr.size(); ++i) {
+    float* row = &P[size_t(i) * V];
+    const uint32_t spread = (V - 1) / 997;
+    for (uint32_t v = 997; v < V; v += 997) row[v] = 0.2f / float(spread);
+    for (uint32_t v = 0; v < kV; ++v) row[v] = 0.8f * small[size_t(i) * kV + v];
+  }
+  Trials r = run_trials(ctx, tr, P, trials, 0xfeedface12345678ull, 77, D, V);
+  size_t bad = 0, first_bad = SIZE_MAX, far = 0;
+  for (uint32_t b = 0; b < trials; ++b) {
+    Walk w = ref_walk(tr, P, V, 0xfeedface12345678ull, 77, b);
+    const uint32_t a = r.info[b * 16 + kInfoAccepted];
+    bool ok = a + 1 == w.path.size() && r.info[b * 16 + kInfoNextRoot] == w.next;
+    for (uint32_t e = 0; ok && e <= a; ++e) ok = r.accepted[b * (D + 1) + e] == w.path[e];
+    far += w.next >= kV;
+    if (!ok && bad++ == 0) first_bad = b;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " trials differ from the CPU replica, first " << first_bad);
+  CHECK_MESSAGE(far > 0, "no draw landed past the first ids: the test would not see a wrong chunk walk");
+}
+
 TEST_CASE_FIXTURE(VkTest, "sampling: tree rejection sampling emits p(x1) and p(x1) p(x2 | x1) (chi-square)") {
   // 40,000 independent walks over one merged tree with duplicates, in ONE dispatch (trial b is
   // workgroup b, drawing with counter trial = b). First emitted token x1 = the first accepted
@@ -497,6 +583,38 @@ EngineOptions spec_opts(Strategy s, float temp, float top_p, uint64_t seed) {
   return o;
 }
 
+// Histograms of x1, x2, x3, (x1, x2) and (x1, x2, x3) over `runs` generations of 3 tokens at
+// T 0.8, top-p 0.9, seeds seed0, seed0 + 1, ...
+std::vector<std::vector<double>> first_tokens(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, Strategy s,
+                                              uint64_t seed0, const std::vector<uint32_t>& prompt, uint32_t runs) {
+  const uint32_t V = uint32_t(model.config().V);
+  std::vector<std::vector<double>> h(5);
+  h[0].assign(V, 0), h[1].assign(V, 0), h[2].assign(V, 0), h[3].assign(V * V, 0), h[4].assign(V * V * V, 0);
+  double toks = 0, steps = 0;
+  for (uint32_t r = 0; r < runs; ++r) {
+    Engine e(ctx, model, h1, h2, spec_opts(s, 0.8f, 0.9f, seed0 + r));
+    GenerateStats st = e.generate(prompt, 3);
+    REQUIRE(st.tokens.size() == 3);
+    const uint32_t a = st.tokens[0], b = st.tokens[1], c = st.tokens[2];
+    h[0][a] += 1, h[1][b] += 1, h[2][c] += 1, h[3][a * V + b] += 1, h[4][(a * V + b) * V + c] += 1;
+    toks += 2, steps += st.steps;
+  }
+  MESSAGE(std::string(strategy_name(s)) << ": tau over the 2 post-prefill tokens " << toks / steps);
+  return h;
+}
+
+// Each histogram of `got` against `ref`: two-sample chi-square below its p = 0.001 critical value.
+void check_same_law(const std::vector<std::vector<double>>& ref, const std::vector<std::vector<double>>& got, Strategy s) {
+  const char* names[] = {"x1", "x2", "x3", "(x1,x2)", "(x1,x2,x3)"};
+  for (int k = 0; k < 5; ++k) {
+    const Chi2 c = chi2_two_sample(ref[k], got[k]);
+    MESSAGE(std::string(strategy_name(s)) << " vs ar, " << std::string(names[k]) << ": chi2 " << c.stat << ", df " << c.df
+                                          << ", critical (p = 0.001) " << chi2_crit_001(c.df));
+    CHECK(c.df >= 2);  // the law is spread enough for the test to mean something
+    CHECK(c.stat < chi2_crit_001(c.df));
+  }
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "sampling: merge and route sample the first 3 tokens as ar does (T 0.8, top-p 0.9)") {
@@ -508,34 +626,34 @@ TEST_CASE_FIXTURE(VkTest, "sampling: merge and route sample the first 3 tokens a
   // multi-token acceptance common (tau ~1.5 for merge).
   TinyRig rig(ctx, "samp_e2e", 12, 16, 25.0f, 0.3f, 0.6f);
   const std::vector<uint32_t> prompt = {1, 5, 3};
-  const uint32_t runs = 1200, V = 12;
   auto sample = [&](Strategy s, uint64_t seed0) {
-    std::vector<std::vector<double>> h(5);
-    h[0].assign(V, 0), h[1].assign(V, 0), h[2].assign(V, 0), h[3].assign(V * V, 0), h[4].assign(V * V * V, 0);
-    double toks = 0, steps = 0;
-    for (uint32_t r = 0; r < runs; ++r) {
-      Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), spec_opts(s, 0.8f, 0.9f, seed0 + r));
-      GenerateStats st = e.generate(prompt, 3);
-      REQUIRE(st.tokens.size() == 3);
-      const uint32_t a = st.tokens[0], b = st.tokens[1], c = st.tokens[2];
-      h[0][a] += 1, h[1][b] += 1, h[2][c] += 1, h[3][a * V + b] += 1, h[4][(a * V + b) * V + c] += 1;
-      toks += 2, steps += st.steps;
-    }
-    MESSAGE(std::string(strategy_name(s)) << ": tau over the 2 post-prefill tokens " << toks / steps);
-    return h;
+    return first_tokens(ctx, *rig.model, rig.head1.get(), rig.head2.get(), s, seed0, prompt, 1200);
   };
   const auto ref = sample(Strategy::AR, 0);
-  const char* names[] = {"x1", "x2", "x3", "(x1,x2)", "(x1,x2,x3)"};
-  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(1) << 32}, std::pair{Strategy::Route, uint64_t(2) << 32}}) {
-    const auto got = sample(s, seed0);
-    for (int k = 0; k < 5; ++k) {
-      const Chi2 c = chi2_two_sample(ref[k], got[k]);
-      MESSAGE(std::string(strategy_name(s)) << " vs ar, " << std::string(names[k]) << ": chi2 " << c.stat << ", df " << c.df
-                                            << ", critical (p = 0.001) " << chi2_crit_001(c.df));
-      CHECK(c.df >= 2);  // the law is spread enough for the test to mean something
-      CHECK(c.stat < chi2_crit_001(c.df));
-    }
-  }
+  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(1) << 32}, std::pair{Strategy::Route, uint64_t(2) << 32}})
+    check_same_law(ref, sample(s, seed0), s);
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: a mixed EAGLE-1 + EAGLE-3 pair samples the first 3 tokens as ar does (merge, route)") {
+  // The same two-sample test with head 2 an EAGLE-3 head (PyTorch-built, reduced vocabulary of 8
+  // of the 12 ids, tapping the one layer's output): its -inf logits outside the draft vocabulary
+  // must not bias what rejection sampling emits.
+  TinyRig rig(ctx, "samp_mixed", 12, 16, 25.0f, 0.3f, 0.6f);
+  TempDir d("samp_mixed_e3");
+  std::filesystem::copy_file(rig.gguf.path, d.path + "/verifier.gguf");
+  if (!eagle3_fixtures(d.path, "0,0,0")) return;
+  EagleHead e3(ctx, d.path + "/e3_bin", *rig.model, 128, 32);
+  REQUIRE(e3.eagle3());
+  REQUIRE(e3.config().draft_V == 8);
+  EngineOptions wide = spec_opts(Strategy::Merge, 0.8f, 0.9f, 1);
+  wide.topk = 9, wide.depth = 1;
+  CHECK_THROWS_WITH_AS(Engine(ctx, *rig.model, rig.head1.get(), &e3, wide),
+                       doctest::Contains("--topk 9 exceeds the draft vocabulary of 8 ids"), Error);
+  const std::vector<uint32_t> prompt = {1, 5, 3};
+  const uint32_t runs = 800;
+  const auto ref = first_tokens(ctx, *rig.model, nullptr, nullptr, Strategy::AR, 0, prompt, runs);
+  for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(3) << 32}, std::pair{Strategy::Route, uint64_t(4) << 32}})
+    check_same_law(ref, first_tokens(ctx, *rig.model, rig.head1.get(), &e3, s, seed0, prompt, runs), s);
 }
 
 TEST_CASE_FIXTURE(VkTest, "sampling: a seed reproduces its tokens; temperature 0 through the sampling path is greedy") {

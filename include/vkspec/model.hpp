@@ -38,14 +38,73 @@ struct ModelOptions {
   bool progress = false;
 };
 
+// The verifier's weights on the device: uploaded once, never written again, and shared (through
+// std::shared_ptr) by every LlamaModel made from them — several generations, each with its own KV
+// cache and scratch, on one copy of the weights. Holds no per-generation state, so it is never
+// written while a step runs; its Buffers need `ctx` alive until the last owner lets go.
+class LlamaWeights {
+ public:
+  // Uploads the file's weights. `opts` also sizes one generation state (context, max_rows, KV
+  // type): the device must hold the weights, that state and opts.reserve_bytes, checked before
+  // anything is uploaded.
+  LlamaWeights(Context& ctx, const GgufFile& file, const ModelOptions& opts = {});
+  LlamaWeights(const LlamaWeights&) = delete;
+  LlamaWeights& operator=(const LlamaWeights&) = delete;
+
+  struct Layer {
+    Buffer attn_norm, ffn_norm, qkv_bias;
+    Buffer qk_norm;     // (H + Hkv, D): q_norm per query head, then k_norm per kv head (Qwen3)
+    DeviceWeight wqkv;  // (H*D + 2*Hkv*D, C): q, k, v rows stacked — one matmul
+    DeviceWeight wo;    // (C, H*D)
+    DeviceWeight wgu;   // (2F, C): gate rows then up rows
+    DeviceWeight wdown; // (C, F)
+  };
+  const LlamaConfig& config() const { return cfg_; }
+  const std::string& path() const { return path_; }  // the GGUF file, for messages
+  uint64_t bytes() const { return bytes_; }           // the matrices' device bytes
+  const std::vector<Layer>& layers() const { return layers_; }
+  const DeviceWeight& embedding() const { return embd_; }
+  const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
+  const Buffer& output_norm() const { return out_norm_; }
+  const Buffer* rope_freqs() const { return cfg_.rope_freqs ? &rope_freqs_ : nullptr; }  // (D/2)
+  Context& context() const { return ctx_; }
+
+ private:
+  Context& ctx_;
+  LlamaConfig cfg_;
+  std::string path_;
+  uint64_t bytes_ = 0;
+  DeviceWeight embd_, out_;
+  Buffer out_norm_;
+  Buffer rope_freqs_;
+  std::vector<Layer> layers_;
+};
+
+// The device bytes of one generation state (KV cache and scratch) for `cfg` and `opts`, computed
+// before anything is allocated: what LlamaModel allocates, byte for byte.
+struct StateBytes {
+  uint64_t kv = 0, scratch = 0;
+};
+StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts);
+// The scratch a state adds when EAGLE-3 heads read `points` tap points of it (enable_taps): not in
+// llama_state_bytes, and one buffer however many EAGLE-3 heads share the points.
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, const ModelOptions& opts, uint32_t points);
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, uint32_t max_rows, uint32_t points);
+
+// One generation's verifier: the shared weights, plus its own KV cache and activation buffers.
 class LlamaModel {
  public:
+  // Uploads weights of its own (a LlamaWeights nobody else shares) and makes the state.
   LlamaModel(Context& ctx, const GgufFile& file, const ModelOptions& opts = {});
+  // A new state over weights already on the device; opts.weight_path, check_finite and progress
+  // are the weights' and not read here. Refused, with the numbers, if the device cannot hold it.
+  explicit LlamaModel(std::shared_ptr<const LlamaWeights> weights, const ModelOptions& opts = {});
 
-  const LlamaConfig& config() const { return cfg_; }
+  const LlamaConfig& config() const { return w_->config(); }
+  const std::shared_ptr<const LlamaWeights>& weights() const { return w_; }
   uint32_t capacity() const { return cap_; }
   uint32_t max_rows() const { return max_rows_; }
-  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t weight_bytes() const { return w_->bytes(); }  // shared with every model on these weights
   uint64_t kv_bytes() const;       // every layer's K and V cache
   uint64_t scratch_bytes() const;  // the activation buffers of a forward
 
@@ -67,52 +126,48 @@ class LlamaModel {
   // results for row r.
   void forward(Sequence& seq, const ForwardArgs& a);
 
-  Mat logits() const { return {&logits_, 0, pad4(cfg_.V)}; }  // (max_rows, V)
-  Mat hidden() const { return {&hidden_, 0, pad4(cfg_.C)}; }  // (max_rows, C) after the final norm
+  Mat logits() const { return {&logits_, 0, pad4(config().V)}; }  // (max_rows, V)
+  Mat hidden() const { return {&hidden_, 0, pad4(config().C)}; }  // (max_rows, C) after the final norm
   // The KV cache: 2L streams (layer l's K is stream 2l, its V 2l + 1) of `capacity` rows of
   // kv_row_floats() values each, in kv_type(). Each buffer holds a run of whole streams (all of
   // them when they fit one binding), the i-th of a buffer from word i * kv_stream_words() on.
-  const KvLayer& kv_layer(int layer) const { return layers_[layer].kv; }
+  const KvLayer& kv_layer(int layer) const { return kv_layers_[layer]; }
   const std::vector<Buffer>& kv_buffers() const { return kv_bufs_; }
   uint32_t kv_stream_words() const { return kv_stream_words_; }
   KvType kv_type() const { return kv_type_; }
-  uint32_t kv_row_floats() const { return uint32_t(cfg_.Hkv * cfg_.D); }  // values per row
+  uint32_t kv_row_floats() const { return uint32_t(config().Hkv * config().D); }  // values per row
   uint32_t kv_row_words() const { return kv_type_ == KvType::F16 ? kv_row_floats() / 2 : kv_row_floats(); }
   // Rows 0..rows-1 of a layer's K (v = false) or V cache as f32 (tests and tools; synchronous).
   std::vector<float> read_cache(int layer, bool v, uint32_t rows) const;
-  const DeviceWeight& embedding() const { return embd_; }
-  const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
+  // EAGLE-3 heads read the residual stream at three points (eagle_head.hpp, eagle3_tap_points:
+  // point p is the input of layer p, p == L the last layer's output). After enable_taps every
+  // forward also copies those rows, side by side, into taps() (max_rows, points·C); a model
+  // without it does no extra work. Two different point sets are refused (one buffer serves all).
+  void enable_taps(const std::vector<uint32_t>& points);
+  const std::vector<uint32_t>& tap_points() const { return tap_points_; }
+  uint32_t tap_width() const { return uint32_t(tap_points_.size()) * uint32_t(config().C); }
+  Mat taps() const { return {&taps_, 0, pad4(tap_width())}; }
+  const DeviceWeight& embedding() const { return w_->embedding(); }
+  const DeviceWeight& lm_head() const { return w_->lm_head(); }
   // The file's RoPE: pairing, base, linear scale and frequency factors (DESIGN.md §6).
   RopeArgs rope_args() const {
-    return {cfg_.rope_theta, cfg_.rope_neox ? RopeMode::Halves : RopeMode::Pairs, cfg_.rope_freq_scale,
-            cfg_.rope_freqs ? &rope_freqs_ : nullptr};
+    const LlamaConfig& c = config();
+    return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs()};
   }
-  Context& context() const { return ctx_; }
+  Context& context() const { return w_->context(); }
 
  private:
-  struct Layer {
-    Buffer attn_norm, ffn_norm, qkv_bias;
-    Buffer qk_norm;     // (H + Hkv, D): q_norm per query head, then k_norm per kv head (Qwen3)
-    DeviceWeight wqkv;  // (H*D + 2*Hkv*D, C): q, k, v rows stacked — one matmul
-    DeviceWeight wo;    // (C, H*D)
-    DeviceWeight wgu;   // (2F, C): gate rows then up rows
-    DeviceWeight wdown; // (C, F)
-    KvLayer kv;         // (cap, Hkv*D) each, in kv_bufs_
-  };
-  Context& ctx_;
-  LlamaConfig cfg_;
+  std::shared_ptr<const LlamaWeights> w_;
   uint32_t cap_ = 0, max_rows_ = 0;
   KvType kv_type_ = KvType::F16;
   uint32_t kv_stream_words_ = 0;
   std::vector<Buffer> kv_bufs_;
-  void check_device_fits(const Context& ctx, const GgufFile& f, uint64_t reserve) const;
-  uint64_t weight_bytes_ = 0;
-  DeviceWeight embd_, out_;
-  Buffer out_norm_;
-  Buffer rope_freqs_;  // (D/2) when the file has rope_freqs.weight
-  std::vector<Layer> layers_;
+  std::vector<KvLayer> kv_layers_;  // (cap, Hkv*D) K and V of each layer, in kv_bufs_
   // Scratch, (max_rows, ·) each.
   Buffer x_, xn_, qkv_, attn_, gu_, act_, hidden_, logits_;
+  std::vector<uint32_t> tap_points_;
+  Buffer taps_;
+  void copy_taps(Sequence& seq, uint32_t point, uint32_t N) const;
 };
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the

@@ -212,6 +212,11 @@ struct AttentionArgs {
 constexpr uint32_t kAttentionMaxDepth = 64;  // tree depth + 1 the attention kernel supports
 constexpr uint32_t kAttentionMaxHeadDim = 256;
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg = {});
+// The most keys (committed + tree) one attention row may visit on this device with the kernel
+// `cfg` selects, for heads of width D and masks of mask_words words: UINT32_MAX unless the driver
+// ends a shader's loops after a fixed budget (DeviceCaps::Quirks::loop_iteration_limit). A cache
+// longer than this must be refused: past it the kernel would return a wrong answer.
+uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg = {});
 
 // Workgroup size for a simple kernel from the config or the device.
 uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t preferred = 64);

@@ -50,6 +50,10 @@ constexpr uint32_t kSampleWorkgroup = 64;    // fixed: reduction order (and so e
 // p(N, V) = G(logits(N, V)) for tree nodes 0..N-1. Node i's penalty window is built from
 // seq_tokens[0..t] and the ancestors of i (tree.parent/token); N == 1 with a root-only tree is
 // `ar`. p.stride >= V.
+// The largest vocabulary the sampling kernels handle on this device with a penalty window of
+// `window` tokens (greedy: temperature 0): UINT32_MAX unless the driver ends a shader's loops
+// after a fixed budget (DeviceCaps::Quirks::loop_iteration_limit). sample_probs refuses more.
+uint32_t sample_max_vocab(const Context& ctx, uint32_t window, bool greedy);
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
                   const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg = {});
 

@@ -4,7 +4,8 @@
  *
  * Objects (opaque handles):
  *   vkspec_runtime     a Vulkan device and queue: vkspec's own, or the application's (borrowed)
- *   vkspec_model       a verifier (GGUF) with zero, one or two EAGLE draft heads and its tokenizer
+ *   vkspec_model       a verifier (GGUF) with zero, one or two EAGLE draft heads and its tokenizer:
+ *                      their weights, on the device once, shared by the model's contexts
  *   vkspec_context     one generation context: its own KV caches, one generation at a time
  *
  * A frame loop:
@@ -41,10 +42,13 @@
  * keep it (vkspec_runtime_create, vkspec_required_device_features, a NULL handle). A failed
  * vkspec_model_load reports on its runtime, a failed vkspec_context_create on its model.
  *
- * WEIGHTS AND CONTEXTS. Each context holds its own KV caches. In this version each context also
- * holds its own copy of the model's weights on the device (the verifier and head objects own their
- * KV cache); the first context reuses the copy vkspec_model_load uploaded. vkspec_model_memory
- * reports the bytes per context accordingly.
+ * WEIGHTS AND CONTEXTS. vkspec_model_load uploads the weights of the verifier and heads once;
+ * every context made from that model shares that one device copy and allocates only its own KV
+ * caches and scratch (vkspec_context_create), plus the buffers of its decoding step at its first
+ * vkspec_generation_start with given options. A model with N contexts holds about
+ * vkspec_memory.weights + N * vkspec_memory.per_context device bytes (vkspec_runtime_device_bytes
+ * says what is held now). The weights stay on the device until the model handle and every
+ * context made from it are destroyed, in whichever order.
  */
 #ifndef VKSPEC_VKSPEC_H
 #define VKSPEC_VKSPEC_H
@@ -124,7 +128,8 @@ typedef struct vkspec_runtime_desc {
    * (discrete > integrated > virtual > CPU); else an index or a name substring. */
   const char* device_name;
   float queue_priority;      /* 0..1 (default 1) */
-  uint32_t global_priority;  /* a VkQueueGlobalPriorityKHR where the device offers it; 0: don't ask */
+  uint32_t global_priority;  /* a VkQueueGlobalPriorityKHR (128..1024), asked for where the device offers it;
+                              * 0: don't ask; another value is refused */
   int validation;            /* Khronos validation + synchronization validation (own device only) */
   const char* pipeline_cache_dir;  /* NULL: $XDG_CACHE_HOME/vkspec; "-": none */
 
@@ -158,6 +163,9 @@ VKSPEC_API const char* vkspec_runtime_device_name(const vkspec_runtime* rt);
 /* Validation messages since the last call (validation on): their count; the text of the first
  * one in vkspec_last_error(rt). */
 VKSPEC_API uint32_t vkspec_runtime_validation_messages(vkspec_runtime* rt);
+/* Device memory vkspec holds on this runtime now, in bytes: every loaded model's weights, every
+ * context's KV caches, scratch and decoding-step buffers (0 for a NULL rt). */
+VKSPEC_API uint64_t vkspec_runtime_device_bytes(vkspec_runtime* rt);
 
 /* ---- model --------------------------------------------------------------------------------- */
 
@@ -177,15 +185,17 @@ typedef struct vkspec_model_desc {
 } vkspec_model_desc;
 
 typedef struct vkspec_memory {
-  uint64_t weights;      /* verifier + heads, on the device */
-  uint64_t kv_cache;     /* verifier + heads, for context_tokens */
-  uint64_t scratch;      /* activations for max rows per pass */
-  uint64_t per_context;  /* device bytes each context needs (this version: all of the above) */
+  uint64_t weights;      /* verifier + heads, on the device once per model (shared by its contexts) */
+  uint64_t kv_cache;     /* verifier + heads, for context_tokens: each context's own */
+  uint64_t scratch;      /* activations for max rows per pass: each context's own */
+  uint64_t per_context;  /* kv_cache + scratch: what each vkspec_context_create allocates */
   uint64_t device_local; /* the device's device-local heap bytes (0 if unknown) */
 } vkspec_memory;
 
 VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* desc);
-/* Device memory a model and each context will need, from the files' headers (nothing uploaded). */
+/* Device memory a model and each context will need, from the files' headers (nothing uploaded):
+ * a model with N contexts needs weights + N * per_context bytes, plus each context's
+ * decoding-step buffers (small beside the KV cache: the tree, logits rows and step state). */
 VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_memory* out);
 VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_model** out);
 VKSPEC_API void vkspec_model_destroy(vkspec_model* model);

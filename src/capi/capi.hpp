@@ -25,25 +25,28 @@ struct Runtime {
   std::unique_ptr<Context> ctx;
 };
 
-// One device copy of the verifier and heads: weights, KV caches and scratch (LlamaModel and
-// EagleHead own all three), used by one context at a time.
-struct Instance {
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<EagleHead> head1, head2;
-  bool in_use = false;
-};
-
+// A loaded model: the verifier's and heads' weights on the device, uploaded once and shared by
+// every context made from it (each context's Instance holds the same shared_ptrs).
 struct Model {
   std::shared_ptr<Runtime> rt;  // first: destroyed last
   std::unique_ptr<GgufFile> file;
   std::optional<Tokenizer> tokenizer;
   std::string head1, head2;
-  ModelOptions model_opts;
+  ModelOptions model_opts;  // context resolved at load: what every context's state gets
   uint32_t head_rows = 0;
   uint32_t max_budget = 16, depth = 4, topk = 4;
-  std::vector<std::unique_ptr<Instance>> instances;
-  Instance& load_instance(vkspec_progress_fn progress, void* user);  // uploads a new copy
+  std::shared_ptr<const LlamaWeights> verifier;
+  std::shared_ptr<const EagleHeadWeights> w1, w2;
+  void load(vkspec_progress_fn progress, void* user);  // the weights, once
   ~Model();
+};
+
+// One context's generation state over its model's shared weights: its own KV caches and
+// scratch (LlamaModel and EagleHead own those and share the weights).
+struct Instance {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleHead> head1, head2;  // read model's embedding: declared after it, destroyed first
+  explicit Instance(const Model& m);
 };
 
 // A call out of order (VKSPEC_ERROR_STATE).

@@ -1,5 +1,5 @@
 // The C API's generation contexts (include/vkspec/vkspec.h): an Engine per context, driven by its
-// non-blocking begin / submit / poll / cancel, on one of the model's device copies.
+// non-blocking begin / submit / poll / cancel, with its own KV caches over the model's shared weights.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,9 +10,9 @@ using namespace vkspec;
 using namespace vkspec::capi;
 
 struct vkspec_context : Handle {
-  std::shared_ptr<Model> m;
-  Instance* inst = nullptr;
-  std::unique_ptr<Engine> engine;
+  std::shared_ptr<Model> m;        // its weights outlive this context, whatever is destroyed first
+  std::unique_ptr<Instance> inst;  // this context's KV caches and scratch
+  std::unique_ptr<Engine> engine;  // records into inst: declared after it, destroyed first
   // Signalled by every submission of this context (to ++timeline_value), whichever engine made it.
   VkSemaphore timeline = VK_NULL_HANDLE;
   uint64_t timeline_value = 0;
@@ -147,10 +147,7 @@ VKSPEC_API vkspec_status vkspec_context_create(vkspec_model* model, const vkspec
     if (desc && desc->reserved) throw Error("vkspec_context_desc.reserved must be 0");
     *out = nullptr;
     Model& m = *model->m;
-    Instance* inst = nullptr;
-    for (auto& i : m.instances)
-      if (!i->in_use) inst = i.get();
-    if (!inst) inst = &m.load_instance(nullptr, nullptr);  // a context beyond the loaded copies: its own
+    auto inst = std::make_unique<Instance>(m);  // its own KV caches and scratch over the shared weights
     const VolkDeviceTable& vk = m.rt->ctx->vk();
     VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
     ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
@@ -160,9 +157,8 @@ VKSPEC_API vkspec_status vkspec_context_create(vkspec_model* model, const vkspec
     VKSPEC_VK(vk.vkCreateSemaphore(m.rt->ctx->device(), &si, nullptr, &sem));
     auto* c = new vkspec_context;
     c->m = model->m;
-    c->inst = inst;
+    c->inst = std::move(inst);
     c->timeline = sem;
-    inst->in_use = true;
     *out = c;
     return VKSPEC_OK;
   })
@@ -185,7 +181,6 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
       ctx.vk().vkDestroySemaphore(ctx.device(), c->timeline, nullptr);
     } catch (...) {
     }
-    c->inst->in_use = false;
     delete c;
   }
 }

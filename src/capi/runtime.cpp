@@ -76,19 +76,6 @@ AdoptedDevice::Enabled parse_enabled(const void* chain, uint32_t n_ext, const ch
   return e;
 }
 
-uint64_t head_file_bytes(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const char* f : {"model.safetensors", "pytorch_model.bin"})
-      if (fs::exists(fs::path(path) / f, ec)) return fs::file_size(fs::path(path) / f, ec);
-    throw Error("head folder '" + path + "' has neither model.safetensors nor pytorch_model.bin");
-  }
-  const uint64_t n = fs::file_size(path, ec);
-  if (ec) throw Error("cannot read head '" + path + "': " + ec.message());
-  return n;
-}
-
 void copy_desc_options(Model& m, const vkspec_model_desc& d) {
   if (!d.path || !*d.path) throw Error("vkspec_model_desc.path is empty: give the verifier's GGUF file");
   if (d.head2 && !d.head1) throw Error("vkspec_model_desc.head2 without head1");
@@ -136,31 +123,59 @@ vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
   }
 }
 
-Instance& Model::load_instance(vkspec_progress_fn progress, void* user) {
+void Model::load(vkspec_progress_fn progress, void* user) {
+  const LlamaConfig c = read_llama_config(*file);
+  // vkspec_model_desc.context_tokens 0: min(model context, 2048).
+  if (!model_opts.context) model_opts.context = uint32_t(std::min(c.ctx > 0 ? c.ctx : 2048, 2048));
   // Weights by bytes, for a progress fraction that moves with the upload.
   uint64_t vbytes = 0;
   for (const GgufTensor& t : file->tensors()) vbytes += t.n_bytes;
-  const uint64_t h1 = head1.empty() ? 0 : head_file_bytes(head1), h2 = head2.empty() ? 0 : head_file_bytes(head2);
+  // The heads' bytes from their files (a head that cannot be read is refused here, by name).
+  HeadBytes hb[2];
+  ModelOptions o = model_opts;  // the device must hold the weights and one context
+  uint32_t taps = 0;  // EAGLE-3: the verifier state's tap rows, one buffer for both heads
+  for (int i = 0; i < 2; ++i)
+    if (const std::string& h = i ? head2 : head1; !h.empty()) {
+      hb[i] = estimate_head_bytes(h, o.context, head_rows, o.kv_type);
+      o.reserve_bytes += hb[i].weights + hb[i].state.kv + hb[i].state.scratch;
+      taps = std::max(taps, hb[i].tap_points);
+    }
+  o.reserve_bytes += llama_tap_bytes(c, o, taps);
+  const uint64_t h1 = hb[0].weights, h2 = hb[1].weights;
   const double total = double(std::max<uint64_t>(1, vbytes + h1 + h2));
   const auto report = [&](double done, const char* stage) {
     if (progress && progress(float(done / total), stage, user)) throw Error("load stopped by the progress callback");
   };
-  auto inst = std::make_unique<Instance>();
   report(0, "verifier");
-  inst->model = std::make_unique<LlamaModel>(*rt->ctx, *file, model_opts);
+  verifier = std::make_shared<const LlamaWeights>(*rt->ctx, *file, o);
   report(double(vbytes), "head 1");
-  if (!head1.empty()) inst->head1 = std::make_unique<EagleHead>(*rt->ctx, head1, *inst->model, inst->model->capacity(), head_rows);
+  if (!head1.empty()) w1 = std::make_shared<const EagleHeadWeights>(*rt->ctx, head1, verifier->config());
   report(double(vbytes + h1), "head 2");
-  if (!head2.empty()) inst->head2 = std::make_unique<EagleHead>(*rt->ctx, head2, *inst->model, inst->model->capacity(), head_rows);
+  if (!head2.empty()) w2 = std::make_shared<const EagleHeadWeights>(*rt->ctx, head2, verifier->config());
   report(total, "done");
-  instances.push_back(std::move(inst));
-  return *instances.back();
+}
+
+Instance::Instance(const Model& m) {
+  ModelOptions o = m.model_opts;
+  uint32_t taps = 0;
+  for (const auto& w : {m.w1, m.w2})  // the heads' states count in the verifier state's fit check
+    if (w) {
+      const StateBytes b = head_state_bytes(w->config(), o.context, m.head_rows, o.kv_type);
+      o.reserve_bytes += b.kv + b.scratch;
+      taps = std::max(taps, uint32_t(w->tap_points().size()));
+    }
+  o.reserve_bytes += llama_tap_bytes(m.verifier->config(), o, taps);  // EAGLE-3: the verifier's tap rows
+  model = std::make_unique<LlamaModel>(m.verifier, o);
+  if (m.w1) head1 = std::make_unique<EagleHead>(m.w1, *model, model->capacity(), m.head_rows);
+  if (m.w2) head2 = std::make_unique<EagleHead>(m.w2, *model, model->capacity(), m.head_rows);
 }
 
 Model::~Model() {
   if (!rt) return;
-  std::lock_guard<std::recursive_mutex> lock(rt->mu);
-  instances.clear();
+  std::lock_guard<std::recursive_mutex> lock(rt->mu);  // the weights' buffers go under the runtime's lock
+  w2.reset();
+  w1.reset();
+  verifier.reset();
 }
 
 }  // namespace vkspec::capi
@@ -299,6 +314,12 @@ VKSPEC_API uint32_t vkspec_runtime_validation_messages(vkspec_runtime* rt) {
   return uint32_t(m.size());
 }
 
+VKSPEC_API uint64_t vkspec_runtime_device_bytes(vkspec_runtime* rt) {
+  if (!rt) return 0;
+  std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);
+  return rt->rt->ctx->allocated_bytes();
+}
+
 VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* d) {
   if (!d) return;
   *d = vkspec_model_desc{};
@@ -314,21 +335,22 @@ VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_mo
     copy_desc_options(m, *d);
     const GgufFile f = GgufFile::open(d->path);
     const LlamaConfig c = read_llama_config(f);
-    const uint64_t cap = m.model_opts.context ? m.model_opts.context : uint64_t(std::min(c.ctx > 0 ? c.ctx : 2048, 2048));
+    if (!m.model_opts.context) m.model_opts.context = uint32_t(std::min(c.ctx > 0 ? c.ctx : 2048, 2048));
+    // What LlamaWeights/LlamaModel and EagleHeadWeights/EagleHead will allocate.
     *out = vkspec_memory{};
     for (const GgufTensor& t : f.tensors()) out->weights += t.n_bytes;
-    const uint64_t kv_row = uint64_t(c.Hkv) * c.D * 4, HD = uint64_t(c.H) * c.D;
-    out->kv_cache = 2 * uint64_t(c.L) * cap * kv_row;
-    out->scratch = uint64_t(m.model_opts.max_rows) * 4 *
-                   (2 * pad4(uint32_t(c.C)) + pad4(uint32_t(HD + 2 * c.Hkv * c.D)) + pad4(uint32_t(HD)) +
-                    pad4(uint32_t(2 * c.F)) + pad4(uint32_t(c.F)) + pad4(uint32_t(c.C)) + pad4(uint32_t(c.V)));
+    const StateBytes v = llama_state_bytes(c, m.model_opts);
+    out->kv_cache = v.kv, out->scratch = v.scratch;
+    uint32_t taps = 0;
     for (const std::string& h : {m.head1, m.head2})
       if (!h.empty()) {
-        out->weights += head_file_bytes(h);                   // f32/f16 weights as stored
-        out->kv_cache += 2 * cap * pad4(uint32_t(c.C)) * 4;   // one layer of width C
-        out->scratch += uint64_t(m.head_rows + 1) * 4 * (8 * pad4(uint32_t(c.C)) + pad4(uint32_t(c.V)));
+        const HeadBytes b = estimate_head_bytes(h, m.model_opts.context, m.head_rows, m.model_opts.kv_type);
+        out->weights += b.weights;  // f32/f16 weights as stored (EAGLE-3: its lm_head expanded)
+        out->kv_cache += b.state.kv, out->scratch += b.state.scratch;
+        taps = std::max(taps, b.tap_points);
       }
-    out->per_context = out->weights + out->kv_cache + out->scratch;
+    out->scratch += llama_tap_bytes(c, m.model_opts, taps);  // EAGLE-3: the verifier's tap rows
+    out->per_context = out->kv_cache + out->scratch;
     out->device_local = rt->rt->ctx->caps().device_local_bytes;
     return VKSPEC_OK;
   })
@@ -347,7 +369,7 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
     if (!m->head1.empty()) check_draft_options(m->topk, m->depth, 1, uint32_t(1u << 30));
     m->file = std::make_unique<GgufFile>(GgufFile::open(d->path));
     if (m->file->has("tokenizer.ggml.model") && m->file->has("tokenizer.ggml.tokens")) m->tokenizer = Tokenizer::from_gguf(*m->file);
-    m->load_instance(d->progress, d->progress_user);
+    m->load(d->progress, d->progress_user);
     auto* h = new vkspec_model;
     h->m = std::move(m);
     *out = h;
@@ -362,7 +384,7 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
 VKSPEC_API void vkspec_model_destroy(vkspec_model* m) { delete m; }
 
 VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* m) {
-  return m && !m->m->instances.empty() ? uint32_t(m->m->instances.front()->model->config().V) : 0;
+  return m && m->m->verifier ? uint32_t(m->m->verifier->config().V) : 0;
 }
 
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint32_t* ids, uint32_t cap, uint32_t* count) {

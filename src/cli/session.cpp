@@ -30,30 +30,16 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
-// A head's device bytes before it is loaded: its weight file (weights stay f16 or f32 on the
-// device, close to the file; bf16 becomes f16), its K and V cache and its activation rows. An
-// estimate for the fit check only; a head that cannot be read is reported when it is loaded.
-static uint64_t estimate_head_bytes(const std::string& path, uint32_t cap, uint32_t rows, KvType kv) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path weights = path, cj;
-  if (fs::is_directory(weights, ec)) {
-    cj = weights / "config.json";
-    weights = fs::exists(weights / "model.safetensors", ec) ? weights / "model.safetensors" : weights / "pytorch_model.bin";
-  } else {
-    cj = weights.parent_path() / "config.json";
-  }
-  const uintmax_t file = fs::file_size(weights, ec);
-  if (ec) return 0;
-  HeadConfig c;
+// The heads' bytes count in the verifier's fit check; a head that cannot be read is reported
+// when it is loaded, not here. `taps`: the most verifier tap rows a head reads (EAGLE-3).
+static uint64_t head_reserve_bytes(const std::string& path, uint32_t cap, uint32_t rows, KvType kv, uint32_t& taps) {
   try {
-    c = read_head_config(cj.string());
+    const HeadBytes b = estimate_head_bytes(path, cap, rows, kv);
+    taps = std::max(taps, b.tap_points);
+    return b.weights + b.state.kv + b.state.scratch;
   } catch (const Error&) {
     return 0;
   }
-  const uint64_t KV = uint64_t(c.Hkv) * c.D, HD = uint64_t(c.H) * c.D, R = uint64_t(rows) + 1;
-  const uint64_t scratch = R * 4 * (5 * uint64_t(c.C) + 2 * HD + 2 * KV + 3 * uint64_t(c.F) + c.V);
-  return uint64_t(file) + 2 * uint64_t(cap) * KV * kv_value_bytes(kv) + scratch;
 }
 
 nlohmann::json Session::memory_json() const {
@@ -146,7 +132,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     const LlamaConfig vc = read_llama_config(*file);
     const uint32_t cap = ctx_len ? ctx_len : uint32_t(vc.ctx > 0 ? vc.ctx : 2048);
     const uint32_t head_rows = std::max<uint32_t>({uint32_t(rows), engine.topk, engine.depth + 1});
-    for (const std::string& h : parts) reserve_bytes += estimate_head_bytes(h, cap, head_rows, kv_type);
+    uint32_t taps = 0;
+    for (const std::string& h : parts) reserve_bytes += head_reserve_bytes(h, cap, head_rows, kv_type, taps);
+    reserve_bytes += llama_tap_bytes(vc, uint32_t(rows), taps);  // the verifier's tap rows, one buffer for both heads
   }
   load_verifier(uint32_t(rows));
   if (!heads.empty()) {

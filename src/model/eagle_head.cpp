@@ -1,6 +1,9 @@
 #include "vkspec/eagle_head.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -93,6 +96,19 @@ struct ConfigReader {
 
 }  // namespace
 
+// Every tensor a head reads is a float of the expected shape and passes the NaN/Inf check on its way in.
+struct HeadTensors {
+  const std::map<std::string, SafeTensor>& tensors;
+  const std::string& file;
+  bool check;
+  const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
+    const SafeTensor& t = find_tensor(tensors, file, name, shape);
+    if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
+      throw Error(file + ": tensor " + name + " has dtype " + t.dtype + ", expected F32, F16 or BF16");
+    return check ? finite(t, name, file) : t;
+  }
+};
+
 HeadConfig parse_head_config(std::string_view json_text, const std::string& path) {
   nlohmann::json j;
   try {
@@ -119,7 +135,61 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
   if (const nlohmann::json* hd = r.find("head_dim"); hd && r.integer("head_dim", *hd) != c.D)
     throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
                 ", found " + hd->dump());
+  // EAGLE-3: named so by an architectures entry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM)
+  // or by the key only EAGLE-3 heads have.
+  if (const nlohmann::json* arch = r.find("architectures"); arch && arch->is_array())
+    for (const nlohmann::json& e : *arch)
+      if (e.is_string()) {
+        std::string n = e.get<std::string>();
+        std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+        c.eagle3 |= n.find("eagle3") != std::string::npos;
+      }
+  c.eagle3 |= r.find("draft_vocab_size") != nullptr;
+  if (!c.eagle3) return c;
+  const nlohmann::json* dv = r.find("draft_vocab_size");
+  c.draft_V = dv ? r.integer("draft_vocab_size", *dv) : c.V;
+  if (c.draft_V > c.V)
+    throw Error(r.where("draft_vocab_size") + ": " + std::to_string(c.draft_V) + " is larger than vocab_size " +
+                std::to_string(c.V));
+  const nlohmann::json* tc = r.find("target_hidden_size");
+  c.target_C = tc && !tc->is_null() ? r.integer("target_hidden_size", *tc) : c.C;
+  const nlohmann::json* ids = r.find("eagle_aux_hidden_state_layer_ids");
+  if (const nlohmann::json* ec = r.find("eagle_config"); !ids && ec && ec->is_object())
+    if (auto it = ec->find("eagle_aux_hidden_state_layer_ids"); it != ec->end()) ids = &*it;
+  if (ids && !ids->is_null()) {
+    const std::string w = r.where("eagle_aux_hidden_state_layer_ids");
+    if (!ids->is_array() || ids->size() != 3)
+      throw Error(w + ": expected an array of 3 layer ids (fc reads three verifier layers), found " + ids->dump());
+    for (size_t i = 0; i < 3; ++i) {
+      const nlohmann::json& v = (*ids)[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxHeadDim)
+        throw Error(w + ": entry " + std::to_string(i) + " is " + v.dump() + ", expected a layer index >= 0");
+      c.aux_layer_ids.push_back(int(v.get<int64_t>()));
+    }
+  }
   return c;
+}
+
+std::vector<uint32_t> eagle3_tap_points(const HeadConfig& c, int L, const std::string& head_path) {
+  std::vector<int> p;
+  if (c.aux_layer_ids.empty()) {
+    p = {2, L / 2, L - 3};
+    for (int x : p)
+      if (x < 0 || x > L)
+        throw Error("EAGLE-3 head " + head_path + ": the default taps (inputs of layers 2, L/2, L-3) need a verifier "
+                    "of at least 3 layers, this one has " + std::to_string(L) +
+                    "; give eagle_aux_hidden_state_layer_ids in config.json");
+  } else {
+    for (size_t i = 0; i < c.aux_layer_ids.size(); ++i) {
+      const int id = c.aux_layer_ids[i];
+      if (id >= L)
+        throw Error("EAGLE-3 head " + head_path + ": eagle_aux_hidden_state_layer_ids entry " + std::to_string(i) +
+                    " is layer " + std::to_string(id) + ", but the verifier has " + std::to_string(L) +
+                    " layers (ids 0.." + std::to_string(L - 1) + ")");
+      p.push_back(id + 1);  // the output of layer id is the input of layer id + 1
+    }
+  }
+  return {p.begin(), p.end()};
 }
 
 HeadConfig read_head_config(const std::string& config_path) {
@@ -134,35 +204,71 @@ void check_head_fits(const HeadConfig& c, const LlamaConfig& vc, const std::stri
   auto refuse = [&](const std::string& what) {
     throw Error("draft head " + head_path + " does not fit the verifier: " + what);
   };
-  if (c.C != vc.C) refuse("hidden_size " + std::to_string(c.C) + " != verifier width " + std::to_string(vc.C));
+  if (c.eagle3) {
+    if (c.target_C != vc.C)
+      refuse("target_hidden_size " + std::to_string(c.target_C) + " != verifier width " + std::to_string(vc.C));
+    eagle3_tap_points(c, vc.L, head_path);
+  } else if (c.C != vc.C) {
+    refuse("hidden_size " + std::to_string(c.C) + " != verifier width " + std::to_string(vc.C));
+  }
   if (c.V != vc.V) refuse("vocab_size " + std::to_string(c.V) + " != verifier vocab " + std::to_string(vc.V));
   if (c.D > int(kAttentionMaxHeadDim) || c.D % 2) refuse("head width " + std::to_string(c.D) + " unsupported");
 }
 
-EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
-                     uint32_t max_rows, bool check_finite)
-    : ctx_(ctx), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
+namespace {
+// Widths of a head state's scratch buffers (each (max_rows + 1, width) f32, the + 1 the root
+// slot): cat, x, xn, qkv, attn, gu, act, h, logits.
+std::array<uint64_t, 9> head_scratch_widths(const HeadConfig& c) {
+  const uint32_t C = uint32_t(c.C), HD = uint32_t(c.H * c.D), KV = uint32_t(c.Hkv * c.D);
+  return {pad4(2 * C), pad4(C), pad4(C), pad4(HD + 2 * KV), pad4(HD), pad4(uint32_t(2 * c.F)), pad4(uint32_t(c.F)),
+          pad4(C), pad4(uint32_t(c.V))};
+}
+uint64_t head_kv_bytes(const HeadConfig& c, uint32_t capacity, KvType t) {  // one of K, V
+  return std::max<uint64_t>(16, uint64_t(capacity) * uint64_t(c.Hkv) * c.D * kv_value_bytes(t));
+}
+}  // namespace
+
+HeadPaths head_paths(const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path p(path), weights, cj;
-  if (fs::is_directory(p)) {
-    // Both present: model.safetensors, which needs no pickle interpreter.
-    weights = p / "model.safetensors";
-    if (!fs::exists(weights) && fs::exists(p / "pytorch_model.bin")) weights = p / "pytorch_model.bin";
-    cj = p / "config.json";
-  } else {
-    weights = p;
-    cj = p.parent_path() / "config.json";
-  }
-  path_ = weights.string();
+  std::error_code ec;
+  const fs::path p(path);
+  if (!fs::is_directory(p, ec)) return {p.string(), (p.parent_path() / "config.json").string()};
+  // Both present: model.safetensors, which needs no pickle interpreter.
+  fs::path weights = p / "model.safetensors";
+  if (!fs::exists(weights, ec) && fs::exists(p / "pytorch_model.bin", ec)) weights = p / "pytorch_model.bin";
+  return {weights.string(), (p / "config.json").string()};
+}
+
+StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
+  StateBytes b;
+  b.kv = 2 * head_kv_bytes(c, capacity, kv_type);
+  for (uint64_t w : head_scratch_widths(c)) b.scratch += (uint64_t(max_rows) + 1) * w * 4;
+  return b;
+}
+
+HeadBytes estimate_head_bytes(const std::string& path, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
+  const HeadPaths files = head_paths(path);
+  std::error_code ec;
+  const uintmax_t n = std::filesystem::file_size(files.weights, ec);
+  if (ec) throw Error("draft head " + path + ": cannot read " + files.weights + ": " + ec.message());
+  const HeadConfig c = read_head_config(files.config);
+  uint64_t weights = uint64_t(n);
+  // EAGLE-3: the lm_head is expanded on the device from draft_V to V rows (counted at 4 bytes an
+  // element: exact for an f32 head, an upper bound for a 16-bit one), plus a V-wide f32 bias.
+  if (c.eagle3) weights += uint64_t(c.V - c.draft_V) * uint64_t(c.C) * 4 + uint64_t(c.V) * 4;
+  return {weights, head_state_bytes(c, capacity, max_rows, kv_type), c.eagle3 ? 3u : 0u};
+}
+
+EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const LlamaConfig& verifier, bool check_finite) {
+  namespace fs = std::filesystem;
+  const HeadPaths files = head_paths(path);
+  const fs::path weights(files.weights), cj(files.config);
+  path_ = files.weights;
   if (!fs::exists(weights))
     throw Error("draft head " + path + ": no model.safetensors (or pytorch_model.bin) at " + weights.string());
   if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
   cfg_ = read_head_config(cj.string());
-  check_head_fits(cfg_, verifier.config(), path);
-  kv_type_ = verifier.kv_type();  // the heads' caches follow the verifier's type
-  if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
-    throw Error("draft head " + path + ": head width " + std::to_string(cfg_.D) +
-                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  check_head_fits(cfg_, verifier, path);
 
   // Either format yields the same SafeTensors; the file object owns the bytes they point to.
   const std::string ext = weights.extension().string();
@@ -171,49 +277,125 @@ EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& ve
   std::optional<TorchFile> torch_file;
   const std::map<std::string, SafeTensor>& tensors =
       torch ? torch_file.emplace(TorchFile::open(path_)).tensors() : st_file.emplace(SafetensorsFile::open(path_)).tensors();
-  struct Checked {  // every tensor the head reads is a float and passes the NaN/Inf check on its way in
-    const std::map<std::string, SafeTensor>& tensors;
-    const std::string& file;
-    bool check;
-    const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
-      const SafeTensor& t = find_tensor(tensors, file, name, shape);
-      if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
-        throw Error(file + ": tensor " + name + " has dtype " + t.dtype + ", expected F32, F16 or BF16");
-      return check ? finite(t, name, file) : t;
-    }
-  } f{tensors, path_, check_finite};
+  const HeadTensors f{tensors, path_, check_finite};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
-  fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
-  fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());
-  wqkv_ = upload_rows(ctx, {&f.get("layers.0.self_attn.q_proj.weight", {HD, C}),
-                            &f.get("layers.0.self_attn.k_proj.weight", {KV, C}),
-                            &f.get("layers.0.self_attn.v_proj.weight", {KV, C})});
-  wo_ = upload_rows(ctx, {&f.get("layers.0.self_attn.o_proj.weight", {C, HD})});
-  wgu_ = upload_rows(ctx, {&f.get("layers.0.mlp.gate_proj.weight", {F, C}), &f.get("layers.0.mlp.up_proj.weight", {F, C})});
-  wdown_ = upload_rows(ctx, {&f.get("layers.0.mlp.down_proj.weight", {C, F})});
-  post_norm_ = upload_f32(ctx, f.get("layers.0.post_attention_layernorm.weight", {C}).to_f32());
+  // EAGLE-3's attention reads the 2C-wide concat(embedding, hidden), under the `midlayer` name.
+  const std::string L = cfg_.eagle3 ? "midlayer." : "layers.0.";
+  const uint64_t Kin = cfg_.eagle3 ? 2 * C : C;
+  if (cfg_.eagle3) {
+    load_eagle3(ctx, f, verifier);
+  } else {
+    fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
+    fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());
+  }
+  wqkv_ = upload_rows(ctx, {&f.get(L + "self_attn.q_proj.weight", {HD, Kin}), &f.get(L + "self_attn.k_proj.weight", {KV, Kin}),
+                            &f.get(L + "self_attn.v_proj.weight", {KV, Kin})});
+  wo_ = upload_rows(ctx, {&f.get(L + "self_attn.o_proj.weight", {C, HD})});
+  wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})});
+  wdown_ = upload_rows(ctx, {&f.get(L + "mlp.down_proj.weight", {C, F})});
+  post_norm_ = upload_f32(ctx, f.get(L + "post_attention_layernorm.weight", {C}).to_f32());
 
-  const uint64_t kv_bytes = uint64_t(cap_) * KV * kv_value_bytes(kv_type_);
-  if (kv_bytes > ctx.caps().max_storage_buffer_range)
-    throw Error("draft head " + path + ": a KV cache of " + std::to_string(cap_) + " tokens needs " +
-                std::to_string(kv_bytes >> 20) + " MiB, more than the device's storage-buffer range of " +
-                std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
-  k_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
-  v_ = Buffer(ctx, std::max<uint64_t>(16, kv_bytes));
-  const uint64_t R = max_rows_ + 1;  // + the root slot
-  cat_ = Buffer(ctx, R * pad4(uint32_t(2 * C)) * 4);
-  x_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  xn_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  qkv_ = Buffer(ctx, R * pad4(uint32_t(HD + 2 * KV)) * 4);
-  attn_ = Buffer(ctx, R * pad4(uint32_t(HD)) * 4);
-  gu_ = Buffer(ctx, R * pad4(uint32_t(2 * F)) * 4);
-  act_ = Buffer(ctx, R * pad4(uint32_t(F)) * 4);
-  h_ = Buffer(ctx, R * pad4(uint32_t(C)) * 4);
-  logits_ = Buffer(ctx, R * pad4(uint32_t(cfg_.V)) * 4);
 }
 
-uint64_t EagleHead::weight_bytes() const {
-  return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size();
+void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const LlamaConfig& vc) {
+  const uint64_t C = cfg_.C, V = cfg_.V, Vd = cfg_.draft_V;
+  taps_ = eagle3_tap_points(cfg_, vc.L, path_);
+  // The token embedding: the head's own when it ships one, else the verifier's (same width only).
+  if (f.tensors.count("embed_tokens.weight")) {
+    embd_ = upload_rows(ctx, {&f.get("embed_tokens.weight", {V, C})});
+    own_embd_ = true;
+  } else if (cfg_.C != vc.C) {
+    throw Error("draft head " + path_ + ": hidden_size " + std::to_string(C) + " differs from the verifier width " +
+                std::to_string(vc.C) + " and the file has no embed_tokens.weight [" + std::to_string(V) + ", " +
+                std::to_string(C) + "] to embed tokens with");
+  }
+  fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, uint64_t(taps_.size()) * uint64_t(cfg_.target_C)})});
+  in_norm_ = upload_f32(ctx, f.get("midlayer.input_layernorm.weight", {C}).to_f32());
+  hid_norm_ = upload_f32(ctx, f.get("midlayer.hidden_norm.weight", {C}).to_f32());
+  out_norm_ = upload_f32(ctx, f.get("norm.weight", {C}).to_f32());
+  // d2t: draft id i -> verifier id i + d2t[i], each in the vocabulary and no two the same.
+  std::vector<int64_t> map(Vd);
+  for (uint64_t i = 0; i < Vd; ++i) map[i] = int64_t(i);
+  if (f.tensors.count("d2t")) {
+    const SafeTensor& d = find_tensor(f.tensors, path_, "d2t", {Vd});
+    if (d.dtype != "I64") throw Error(path_ + ": tensor d2t has dtype " + d.dtype + ", expected I64");
+    for (uint64_t i = 0; i < Vd; ++i) {
+      int64_t off;
+      std::memcpy(&off, d.data + 8 * i, 8);
+      if (off < -int64_t(i) || off >= int64_t(V) - int64_t(i))
+        throw Error(path_ + ": tensor d2t: entry " + std::to_string(i) + " is " + std::to_string(off) +
+                    ", mapping draft id " + std::to_string(i) + " outside the verifier vocabulary of " + std::to_string(V));
+      map[i] = int64_t(i) + off;
+    }
+  } else if (Vd != V) {
+    throw Error(path_ + ": draft_vocab_size " + std::to_string(Vd) + " < vocab_size " + std::to_string(V) +
+                " but the file has no d2t tensor mapping draft ids to verifier ids");
+  }
+  std::vector<int64_t> owner(V, -1);
+  for (uint64_t i = 0; i < Vd; ++i) {
+    if (owner[map[i]] >= 0)
+      throw Error(path_ + ": tensor d2t maps draft ids " + std::to_string(owner[map[i]]) + " and " + std::to_string(i) +
+                  " both to verifier id " + std::to_string(map[i]));
+    owner[map[i]] = int64_t(i);
+  }
+  // t2d, when there, is d2t's inverse as a mask: it must name exactly the mapped ids.
+  if (f.tensors.count("t2d")) {
+    const SafeTensor& t = find_tensor(f.tensors, path_, "t2d", {V});
+    if (t.dtype != "BOOL") throw Error(path_ + ": tensor t2d has dtype " + t.dtype + ", expected BOOL");
+    for (uint64_t j = 0; j < V; ++j)
+      if ((t.data[j] != 0) != (owner[j] >= 0))
+        throw Error(path_ + ": tensor t2d: entry " + std::to_string(j) + " is " + (t.data[j] ? "true" : "false") +
+                    " but d2t " + (owner[j] >= 0 ? "maps a draft id to it" : "maps no draft id to it"));
+  }
+  // The lm_head over the verifier's vocabulary: draft row i at row map[i]; the others zero with
+  // a bias of -inf, so topk, the tree's scores and sampling see probability 0 there.
+  const SafeTensor& lm = f.get("lm_head.weight", {Vd, C});
+  const std::vector<float> w = lm.to_f32();
+  std::vector<float> full(V * C, 0.0f), bias(V, -INFINITY);
+  for (uint64_t i = 0; i < Vd; ++i) {
+    std::copy(w.begin() + i * C, w.begin() + (i + 1) * C, full.begin() + map[i] * C);
+    bias[map[i]] = 0.0f;
+  }
+  if (lm.dtype == "F32") {
+    lm_head_ = upload_weight(ctx, WeightType::F32, uint32_t(V), uint32_t(C), full.data());
+  } else {
+    std::vector<uint16_t> h(full.size());
+    for (size_t i = 0; i < full.size(); ++i) h[i] = f32_to_f16(full[i]);
+    lm_head_ = upload_weight(ctx, WeightType::F16, uint32_t(V), uint32_t(C), h.data());
+  }
+  vocab_bias_ = upload_f32(ctx, bias);
+}
+
+uint64_t EagleHeadWeights::bytes() const {
+  return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size() +
+         lm_head_.bytes() + embd_.bytes() + in_norm_.size() + hid_norm_.size() + out_norm_.size() + vocab_bias_.size();
+}
+
+EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
+                     uint32_t max_rows, bool check_finite)
+    : EagleHead(std::make_shared<const EagleHeadWeights>(ctx, path, verifier.config(), check_finite), verifier, capacity,
+                max_rows) {}
+
+EagleHead::EagleHead(std::shared_ptr<const EagleHeadWeights> weights, const LlamaModel& verifier, uint32_t capacity,
+                     uint32_t max_rows)
+    : w_(std::move(weights)), verifier_(verifier), cap_(capacity), max_rows_(max_rows) {
+  const HeadConfig& c = w_->config();
+  Context& ctx = verifier.context();
+  check_head_fits(c, verifier.config(), w_->path());
+  kv_type_ = verifier.kv_type();  // the heads' caches follow the verifier's type
+  if (kv_type_ == KvType::F16 && c.D % 2 != 0)
+    throw Error("draft head " + w_->path() + ": head width " + std::to_string(c.D) +
+                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  const uint64_t kv_bytes = head_kv_bytes(c, cap_, kv_type_);
+  if (kv_bytes > ctx.caps().max_storage_buffer_range)
+    throw Error("draft head " + w_->path() + ": a KV cache of " + std::to_string(cap_) + " tokens needs " +
+                std::to_string(kv_bytes >> 20) + " MiB, more than the device's storage-buffer range of " +
+                std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
+  k_ = Buffer(ctx, kv_bytes);
+  v_ = Buffer(ctx, kv_bytes);
+  const std::array<uint64_t, 9> w = head_scratch_widths(c);
+  Buffer* scratch[9] = {&cat_, &x_, &xn_, &qkv_, &attn_, &gu_, &act_, &h_, &logits_};
+  for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, (uint64_t(max_rows_) + 1) * w[i] * 4);
 }
 
 uint64_t EagleHead::scratch_bytes() const {
@@ -221,31 +403,18 @@ uint64_t EagleHead::scratch_bytes() const {
          logits_.size();
 }
 
-void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
-  const uint32_t N = a.N, C = uint32_t(cfg_.C), F = uint32_t(cfg_.F), H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv),
-                 D = uint32_t(cfg_.D), HD = H * D, KV = Hkv * D, QKV = pad4(HD + 2 * KV), C2 = pad4(2 * C);
-  // Shapes are the caller's to check (Engine::check_fits); dynamic slots are checked there too.
-  if (N == 0 || N > max_rows_ || (a.kv_slot.fixed() && a.kv_slot.base + N > cap_))
-    throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot.base) +
-                " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
-  const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)},
-      gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)}, h{&h_, 0, pad4(C)};
-
-  // concat(embed(token), feature): embedding first, as the EAGLE reference code does.
-  embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
-  regions_.clear();
-  for (uint32_t r = 0; r < N; ++r)
-    regions_.push_back({uint64_t(a.features.offset + r * a.features.stride) * 4, (uint64_t(r) * C2 + C) * 4,
-                        uint64_t(C) * 4});
-  seq.copy(*a.features.buf, cat_, regions_);
-  MatmulArgs fa;
-  fa.bias = &fc_bias_;
-  matmul(seq, fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
-
-  // The decoder layer, without input_layernorm (EAGLE's layer 0).
-  matmul(seq, wqkv_, x, qkv, N);
+// The decoder layer both kinds share: attention over `attn_in` (x itself for EAGLE-1/2, which has
+// no input norm; the 2C-wide normalized concat for EAGLE-3), residual x, then the SwiGLU MLP.
+void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
+  const EagleHeadWeights& w = *w_;
+  const HeadConfig& cfg = w.cfg_;
+  const uint32_t N = a.N, C = uint32_t(cfg.C), F = uint32_t(cfg.F), H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv),
+                 D = uint32_t(cfg.D), HD = H * D, KV = Hkv * D;
+  const Mat x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, qkv{&qkv_, 0, pad4(HD + 2 * KV)}, att{&attn_, 0, pad4(HD)},
+      gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)};
+  matmul(seq, w.wqkv_, attn_in, qkv, N);
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
-  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg_.rope_theta, RopeMode::Halves});  // HF layout
+  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg.rope_theta, RopeMode::Halves});  // HF layout
   kv_write(seq, qkv, HD, HD + KV, N, KV, KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
@@ -254,19 +423,57 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   attention(seq, at);
   MatmulArgs acc;
   acc.accumulate = true;
-  matmul(seq, wo_, att, x, N, acc);
+  matmul(seq, w.wo_, att, x, N, acc);
   MatmulArgs ga;  // post_attention_layernorm and silu(gate) · up folded into the gate|up matmul
-  ga.norm = &post_norm_, ga.norm_eps = cfg_.rms_eps, ga.norm_scratch = xn;
+  ga.norm = &w.post_norm_, ga.norm_eps = cfg.rms_eps, ga.norm_scratch = xn;
   ga.glu = true, ga.glu_scratch = gu;
-  matmul(seq, wgu_, x, act, N, ga);
-  matmul(seq, wdown_, act, x, N, acc);
-  // h goes straight to the verifier's lm_head, no norm (EAGLE-1/2).
+  matmul(seq, w.wgu_, x, act, N, ga);
+  matmul(seq, w.wdown_, act, x, N, acc);
+}
+
+void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
+  const EagleHeadWeights& w = *w_;
+  const HeadConfig& cfg = w.cfg_;
+  const uint32_t N = a.N, C = uint32_t(cfg.C), C2 = pad4(2 * C);
+  // Shapes are the caller's to check (Engine::check_fits); dynamic slots are checked there too.
+  if (N == 0 || N > max_rows_ || (a.kv_slot.fixed() && a.kv_slot.base + N > cap_))
+    throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot.base) +
+                " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
+  const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, h{&h_, 0, pad4(C)};
+  MatmulArgs la;  // the logits matmul: EAGLE-3 folds its own norm in and masks non-draft ids
+  const DeviceWeight* lm = &verifier_.lm_head();
+  if (cfg.eagle3) {
+    // x = fc(tap rows), or the fed-back outputs as they are: the residual stream.
+    if (a.taps)
+      matmul(seq, w.fc_, a.features, x, N);
+    else
+      copy_rows(seq, a.features, 0, x, N, C);
+    embed(seq, w.own_embd_ ? w.embd_ : verifier_.embedding(), *a.tokens, a.tok_offset, xn, N);
+    rmsnorm(seq, xn, w.in_norm_, cat, N, C, cfg.rms_eps);
+    rmsnorm(seq, x, w.hid_norm_, Mat{&cat_, C, C2}, N, C, cfg.rms_eps);
+    layer(seq, a, cat);
+    lm = &w.lm_head_;
+    la.norm = &w.out_norm_, la.norm_eps = cfg.rms_eps, la.norm_scratch = xn, la.bias = &w.vocab_bias_;
+  } else {
+    // concat(embed(token), feature): embedding first, as the EAGLE reference code does.
+    embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
+    regions_.clear();
+    for (uint32_t r = 0; r < N; ++r)
+      regions_.push_back({uint64_t(a.features.offset + r * a.features.stride) * 4, (uint64_t(r) * C2 + C) * 4,
+                          uint64_t(C) * 4});
+    seq.copy(*a.features.buf, cat_, regions_);
+    MatmulArgs fa;
+    fa.bias = &w.fc_bias_;
+    matmul(seq, w.fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
+    layer(seq, a, x);                   // EAGLE's layer 0 has no input_layernorm
+  }
+  // h: EAGLE-1/2 feed it straight to the verifier's lm_head; EAGLE-3 through its norm and lm_head.
   seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);
   if (a.root) {
     copy_rows(seq, h, a.root_row, h.row(root_slot()), 1, C);
-    matmul(seq, verifier_.lm_head(), h.row(root_slot()), logits().row(root_slot()), 1);
+    matmul(seq, *lm, h.row(root_slot()), logits().row(root_slot()), 1, la);
   } else if (a.logits_from < N) {
-    matmul(seq, verifier_.lm_head(), h.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from);
+    matmul(seq, *lm, h.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from, la);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
+#include "vkspec/tree_limits.h"
 
 namespace vkspec {
 
@@ -114,32 +116,106 @@ class LoadProgress {
 };
 }  // namespace
 
-LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx) {
+namespace {
+// The capacity and rows a state for `opts` gets.
+uint32_t capacity_of(const LlamaConfig& cfg, const ModelOptions& opts) {
+  return opts.context ? opts.context : uint32_t(cfg.ctx > 0 ? cfg.ctx : 2048);
+}
+uint32_t rows_of(const ModelOptions& opts) { return std::max<uint32_t>(1, opts.max_rows); }
+uint32_t kv_row_words_of(const LlamaConfig& cfg, KvType t) {
+  const uint32_t floats = uint32_t(cfg.Hkv * cfg.D);
+  return t == KvType::F16 ? floats / 2 : floats;
+}
+// Widths of the scratch buffers, in the order the state allocates them: x, xn, qkv, attn, gu,
+// act, hidden, logits (each (max_rows, width) f32).
+std::array<uint32_t, 8> scratch_widths(const LlamaConfig& c) {
+  const uint32_t C = pad4(uint32_t(c.C)), HD = uint32_t(c.H * c.D), KV = uint32_t(c.Hkv * c.D);
+  return {C, C, pad4(HD + 2 * KV), pad4(HD), pad4(uint32_t(2 * c.F)), pad4(uint32_t(c.F)), C, pad4(uint32_t(c.V))};
+}
+
+// Everything a state (and, from a file, its weights) will allocate, checked against the device
+// before the first buffer is made: a --ctx or a tree budget too large for the device gets an
+// error naming it and the numbers, not VK_ERROR_OUT_OF_DEVICE_MEMORY from whichever
+// vkCreateBuffer came first. `weights`: bytes still to upload (0 for a state over weights already
+// on the device, which is checked against what the device has left).
+void check_device_fits(const Context& ctx, const LlamaConfig& cfg, const ModelOptions& opts, uint64_t weights) {
+  const uint32_t cap = capacity_of(cfg, opts), max_rows = rows_of(opts);
+  const KvType kv_type = opts.kv_type;
+  const uint64_t range = ctx.caps().max_storage_buffer_range;
+  const uint64_t row_bytes_kv = uint64_t(kv_row_words_of(cfg, kv_type)) * 4;
+  const uint64_t kv_layer = vkspec::kv_stream_words(cap, kv_row_words_of(cfg, kv_type)) * 4;  // one layer's K (or V)
+  if (kv_layer > range)
+    throw Error("a KV cache of " + std::to_string(cap) + " tokens needs " + std::to_string(kv_layer >> 20) +
+                " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
+                " MiB; use a smaller --ctx (at most " + std::to_string(range / row_bytes_kv) + ")" +
+                (kv_type == KvType::F32 ? " or --kv-type f16" : ""));
+  // A row's keys are at most the cache's length. Where the driver ends a shader's loops after a
+  // fixed budget, attention over more keys than its kernel can loop through would be wrong, not
+  // slow. (The heads' caches are no longer than the verifier's, so this check covers them too.)
+  const uint32_t max_keys = attention_max_keys(ctx, uint32_t(cfg.D), (kTreeMaxNodes + 31) / 32);
+  if (cap > max_keys)
+    throw Error("a context of " + std::to_string(cap) + " tokens is more than device '" + ctx.caps().name +
+                "' can attend over: its driver ends a shader's loops after " +
+                std::to_string(ctx.caps().quirks.loop_iteration_limit) + " iterations, which the attention kernel " +
+                "reaches at " + std::to_string(max_keys) + " keys; use a smaller --ctx (at most " +
+                std::to_string(max_keys) + ")");
+  const std::array<uint32_t, 8> w = scratch_widths(cfg);
+  const uint64_t row_bytes = uint64_t(*std::max_element(w.begin(), w.end())) * 4;
+  if (uint64_t(max_rows) * row_bytes > range)
+    throw Error(std::to_string(max_rows) + " rows per verifier pass (prompt chunk or verified tree) need " +
+                std::to_string((uint64_t(max_rows) * row_bytes) >> 20) + " MiB of scratch per buffer, more than the " +
+                "device's storage-buffer range of " + std::to_string(range >> 20) + " MiB; use a smaller --budget");
+  const StateBytes st = llama_state_bytes(cfg, opts);
+  const uint64_t need = weights + st.kv + st.scratch + opts.reserve_bytes;
+  const uint64_t total = ctx.caps().device_local_bytes, used = weights ? 0 : ctx.allocated_bytes();
+  const uint64_t have = total > used ? total - used : 0;
+  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
+  if (total && need > have)
+    throw Error("the model needs about " + mib(need) + " MiB on the device (" +
+                (weights ? "weights " + mib(weights) + ", " : std::string()) + "KV cache (" + kv_type_name(kv_type) +
+                ") for " + std::to_string(cap) + " tokens " + mib(st.kv) + ", scratch " + mib(st.scratch) +
+                (opts.reserve_bytes ? ", draft heads " + mib(opts.reserve_bytes) : std::string()) + " MiB) but the device has " +
+                mib(have) + " MiB" + (used ? " left of " + mib(total) : std::string()) + "; use a smaller --ctx or --budget" +
+                (kv_type == KvType::F32 ? ", or --kv-type f16" : ""));
+}
+}  // namespace
+
+StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts) {
+  StateBytes b;
+  b.kv = 2 * uint64_t(cfg.L) * vkspec::kv_stream_words(capacity_of(cfg, opts), kv_row_words_of(cfg, opts.kv_type)) * 4;
+  for (uint32_t w : scratch_widths(cfg)) b.scratch += uint64_t(rows_of(opts)) * w * 4;
+  return b;
+}
+
+namespace {
+uint64_t tap_bytes(const LlamaConfig& cfg, uint32_t rows, uint32_t points) {
+  return uint64_t(rows) * pad4(points * uint32_t(cfg.C)) * 4;
+}
+}  // namespace
+
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, const ModelOptions& opts, uint32_t points) {
+  return tap_bytes(cfg, rows_of(opts), points);
+}
+uint64_t llama_tap_bytes(const LlamaConfig& cfg, uint32_t max_rows, uint32_t points) {
+  ModelOptions o;
+  o.max_rows = max_rows;
+  return llama_tap_bytes(cfg, o, points);
+}
+
+LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& opts) : ctx_(ctx), path_(f.path()) {
   cfg_ = read_llama_config(f);
   if (cfg_.D > int(kAttentionMaxHeadDim))
     f.fail("head width " + std::to_string(cfg_.D) + " exceeds the attention kernel's maximum of " +
            std::to_string(kAttentionMaxHeadDim));
-  cap_ = opts.context ? opts.context : uint32_t(cfg_.ctx > 0 ? cfg_.ctx : 2048);
-  check_sliding_window(cfg_, cap_, f.path());
-  max_rows_ = std::max<uint32_t>(1, opts.max_rows);
-  kv_type_ = opts.kv_type;
-  if (kv_type_ == KvType::F16 && cfg_.D % 2 != 0)
+  check_sliding_window(cfg_, capacity_of(cfg_, opts), f.path());
+  if (opts.kv_type == KvType::F16 && cfg_.D % 2 != 0)
     f.fail("head width " + std::to_string(cfg_.D) + " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
-  // Words per stream (one layer's K or V), whole 256-byte blocks.
-  kv_stream_words_ = uint32_t(std::min<uint64_t>(vkspec::kv_stream_words(cap_, kv_row_words()), UINT32_MAX));
-  // As many whole streams per buffer as one binding can address (value offsets in 32 bits).
-  const uint64_t streams = 2 * uint64_t(cfg_.L);
-  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);  // values per u32 word
-  const uint64_t fit = std::min<uint64_t>(ctx.caps().max_storage_buffer_range / 4, UINT32_MAX / per_word) /
-                       std::max<uint64_t>(1, kv_stream_words_);
-  uint64_t per_buffer = std::clamp<uint64_t>(fit, 1, streams);
-  if (opts.kv_streams_per_buffer) per_buffer = std::min<uint64_t>(per_buffer, opts.kv_streams_per_buffer);
-  check_device_fits(ctx, f, opts.reserve_bytes);
+  uint64_t file_bytes = 0;
+  for (const GgufTensor& t : f.tensors()) file_bytes += t.n_bytes;
+  check_device_fits(ctx, cfg_, opts, file_bytes);
   if (opts.check_finite)
     for (const GgufTensor& t : f.tensors()) require_finite(t, f.path());
   const WeightPath path = opts.weight_path;
-  uint64_t file_bytes = 0;
-  for (const GgufTensor& t : f.tensors()) file_bytes += t.n_bytes;
   LoadProgress progress(opts.progress, file_bytes);
 
   embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
@@ -154,8 +230,8 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
                ", expected a positive frequency factor");
     rope_freqs_ = upload_f32(ctx, ff);
   }
-  weight_bytes_ = embd_.bytes() + out_.bytes();
-  progress.add(weight_bytes_);
+  bytes_ = embd_.bytes() + out_.bytes();
+  progress.add(bytes_);
 
   for (int l = 0; l < cfg_.L; ++l) {
     Layer L;
@@ -184,32 +260,77 @@ LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts
     L.wgu = cfg_.fused_gate_up ? upload_gguf_weight(ctx, {&T("ffn_up.weight")}, path)
                                : upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
     L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
-    weight_bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
+    bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     progress.add(L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes());
     layers_.push_back(std::move(L));
   }
+}
+
+LlamaModel::LlamaModel(Context& ctx, const GgufFile& f, const ModelOptions& opts)
+    : LlamaModel(std::make_shared<const LlamaWeights>(ctx, f, opts), opts) {}
+
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, const ModelOptions& opts) : w_(std::move(weights)) {
+  Context& ctx = w_->context();
+  const LlamaConfig& cfg = w_->config();
+  cap_ = capacity_of(cfg, opts);
+  check_sliding_window(cfg, cap_, w_->path());
+  max_rows_ = rows_of(opts);
+  kv_type_ = opts.kv_type;
+  if (kv_type_ == KvType::F16 && cfg.D % 2 != 0)
+    throw Error(w_->path() + ": head width " + std::to_string(cfg.D) +
+                " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
+  // The weights' load checked the device for its first state; every state checks what is left.
+  check_device_fits(ctx, cfg, opts, 0);
+  // Words per stream (one layer's K or V), whole 256-byte blocks.
+  kv_stream_words_ = uint32_t(std::min<uint64_t>(vkspec::kv_stream_words(cap_, kv_row_words()), UINT32_MAX));
+  // As many whole streams per buffer as one binding can address (value offsets in 32 bits).
+  const uint64_t streams = 2 * uint64_t(cfg.L);
+  const uint32_t per_word = 4 / kv_value_bytes(kv_type_);  // values per u32 word
+  const uint64_t fit = std::min<uint64_t>(ctx.caps().max_storage_buffer_range / 4, UINT32_MAX / per_word) /
+                       std::max<uint64_t>(1, kv_stream_words_);
+  uint64_t per_buffer = std::clamp<uint64_t>(fit, 1, streams);
+  if (opts.kv_streams_per_buffer) per_buffer = std::min<uint64_t>(per_buffer, opts.kv_streams_per_buffer);
   // The KV cache: stream 2l is layer l's K, 2l + 1 its V.
   kv_bufs_.reserve((streams + per_buffer - 1) / per_buffer);  // KvLayer points into it: no reallocation
   for (uint64_t s = 0; s < streams; s += per_buffer)
     kv_bufs_.emplace_back(ctx, std::min(per_buffer, streams - s) * kv_stream_words_ * 4);
-  for (int l = 0; l < cfg_.L; ++l) {
-    KvLayer& c = layers_[l].kv;
+  kv_layers_.resize(size_t(cfg.L));
+  for (int l = 0; l < cfg.L; ++l) {
+    KvLayer& c = kv_layers_[size_t(l)];
     c.type = kv_type_;
     const uint64_t sk = 2 * uint64_t(l), sv = sk + 1;
     c.k = &kv_bufs_[sk / per_buffer], c.v = &kv_bufs_[sv / per_buffer];
     c.k_base = uint32_t(sk % per_buffer * kv_stream_words_ * per_word);
     c.v_base = uint32_t(sv % per_buffer * kv_stream_words_ * per_word);
   }
-  const uint32_t C = pad4(cfg_.C), HD = uint32_t(cfg_.H * cfg_.D), QKV = pad4(HD + 2 * kv_row_floats());
-  const uint64_t R = max_rows_;
-  x_ = Buffer(ctx, R * C * 4);
-  xn_ = Buffer(ctx, R * C * 4);
-  qkv_ = Buffer(ctx, R * QKV * 4);
-  attn_ = Buffer(ctx, R * pad4(HD) * 4);
-  gu_ = Buffer(ctx, R * pad4(2 * cfg_.F) * 4);
-  act_ = Buffer(ctx, R * pad4(cfg_.F) * 4);
-  hidden_ = Buffer(ctx, R * C * 4);
-  logits_ = Buffer(ctx, R * pad4(cfg_.V) * 4);
+  const std::array<uint32_t, 8> w = scratch_widths(cfg);
+  Buffer* scratch[8] = {&x_, &xn_, &qkv_, &attn_, &gu_, &act_, &hidden_, &logits_};
+  for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, uint64_t(max_rows_) * w[i] * 4);
+}
+
+void LlamaModel::enable_taps(const std::vector<uint32_t>& points) {
+  if (!tap_points_.empty() && tap_points_ != points) {
+    auto str = [](const std::vector<uint32_t>& p) {
+      std::string s;
+      for (uint32_t x : p) s += (s.empty() ? "" : ", ") + std::to_string(x);
+      return s;
+    };
+    throw Error("two EAGLE-3 heads read different verifier layers (taps before layers " + str(tap_points_) + " and " +
+                str(points) + "); one pair of heads must share them");
+  }
+  for (uint32_t p : points)
+    if (p > uint32_t(config().L))
+      throw Error("tap point " + std::to_string(p) + " is past the verifier's " + std::to_string(config().L) + " layers");
+  if (!tap_points_.empty() || points.empty()) return;
+  tap_points_ = points;
+  taps_ = Buffer(context(), tap_bytes(config(), max_rows_, uint32_t(points.size())));
+}
+
+// Rows 0..N-1 of the residual stream into their tap columns, for each tap at `point`.
+void LlamaModel::copy_taps(Sequence& seq, uint32_t point, uint32_t N) const {
+  const uint32_t C = uint32_t(config().C);
+  for (uint32_t k = 0; k < tap_points_.size(); ++k)
+    if (tap_points_[k] == point) copy_rows(seq, Mat{&x_, 0, pad4(C)}, 0, Mat{&taps_, k * C, pad4(tap_width())}, N, C);
 }
 
 uint64_t LlamaModel::kv_bytes() const {
@@ -220,7 +341,7 @@ uint64_t LlamaModel::kv_bytes() const {
 
 uint64_t LlamaModel::scratch_bytes() const {
   return x_.size() + xn_.size() + qkv_.size() + attn_.size() + gu_.size() + act_.size() + hidden_.size() +
-         logits_.size();
+         logits_.size() + taps_.size();
 }
 
 std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
@@ -238,7 +359,7 @@ std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
 }
 
 std::vector<float> LlamaModel::read_cache(int layer, bool v, uint32_t rows) const {
-  const KvLayer& c = layers_.at(layer).kv;
+  const KvLayer& c = kv_layers_.at(size_t(layer));
   const uint32_t per_word = 4 / kv_value_bytes(kv_type_);
   const uint64_t base_words = (v ? c.v_base : c.k_base) / per_word;
   return decode_kv((v ? c.v : c.k)->read<uint32_t>(size_t(rows) * kv_row_words(), base_words * 4), kv_type_);
@@ -252,46 +373,10 @@ KvType parse_kv_type(const std::string& s, const std::string& option) {
 
 const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
 
-// Every buffer this model will allocate, checked against the device before the first one is
-// made: a --ctx or a tree budget too large for the device gets an error naming it and the
-// numbers, not VK_ERROR_OUT_OF_DEVICE_MEMORY from whichever vkCreateBuffer came first.
-void LlamaModel::check_device_fits(const Context& ctx, const GgufFile& f, uint64_t reserve) const {
-  const uint64_t range = ctx.caps().max_storage_buffer_range;
-  const uint64_t row_bytes_kv = uint64_t(kv_row_words()) * 4;
-  const uint64_t kv_layer = vkspec::kv_stream_words(cap_, kv_row_words()) * 4;  // one layer's K (or V)
-  if (kv_layer > range)
-    throw Error("a KV cache of " + std::to_string(cap_) + " tokens needs " + std::to_string(kv_layer >> 20) +
-                " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
-                " MiB; use a smaller --ctx (at most " + std::to_string(range / row_bytes_kv) + ")" +
-                (kv_type_ == KvType::F32 ? " or --kv-type f16" : ""));
-  const uint64_t HD = uint64_t(cfg_.H) * cfg_.D;
-  const uint64_t widest = std::max<uint64_t>({pad4(uint32_t(cfg_.C)), pad4(uint32_t(HD + 2 * kv_row_floats())),
-                                              pad4(uint32_t(2 * cfg_.F)), pad4(uint32_t(cfg_.V))});
-  const uint64_t row_bytes = widest * 4;
-  if (uint64_t(max_rows_) * row_bytes > range)
-    throw Error(std::to_string(max_rows_) + " rows per verifier pass (prompt chunk or verified tree) need " +
-                std::to_string((uint64_t(max_rows_) * row_bytes) >> 20) + " MiB of scratch per buffer, more than the " +
-                "device's storage-buffer range of " + std::to_string(range >> 20) + " MiB; use a smaller --budget");
-  uint64_t weights = 0;
-  for (const GgufTensor& t : f.tensors()) weights += t.n_bytes;
-  const uint64_t scratch = uint64_t(max_rows_) * 4 *
-                           (2 * pad4(uint32_t(cfg_.C)) + pad4(uint32_t(HD + 2 * kv_row_floats())) + pad4(uint32_t(HD)) +
-                            pad4(uint32_t(2 * cfg_.F)) + pad4(uint32_t(cfg_.F)) + pad4(uint32_t(cfg_.C)) + pad4(uint32_t(cfg_.V)));
-  const uint64_t kv = 2 * uint64_t(cfg_.L) * kv_layer;
-  const uint64_t need = weights + kv + scratch + reserve;
-  const uint64_t have = ctx.caps().device_local_bytes;
-  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
-  if (have && need > have)
-    throw Error("the model needs about " + mib(need) + " MiB on the device (weights " + mib(weights) +
-                ", KV cache (" + kv_type_name(kv_type_) + ") for " + std::to_string(cap_) + " tokens " + mib(kv) +
-                ", scratch " + mib(scratch) + (reserve ? ", draft heads " + mib(reserve) : std::string()) +
-                " MiB) but the device has " + mib(have) + " MiB; use a smaller --ctx or --budget" +
-                (kv_type_ == KvType::F32 ? ", or --kv-type f16" : ""));
-}
-
 void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
-  const uint32_t N = a.N, C = uint32_t(cfg_.C), Cp = pad4(C), F = uint32_t(cfg_.F);
-  const uint32_t H = uint32_t(cfg_.H), Hkv = uint32_t(cfg_.Hkv), D = uint32_t(cfg_.D);
+  const LlamaConfig& cfg = config();
+  const uint32_t N = a.N, C = uint32_t(cfg.C), Cp = pad4(C), F = uint32_t(cfg.F);
+  const uint32_t H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv), D = uint32_t(cfg.D);
   const uint32_t kv = kv_row_floats(), HD = H * D, QKV = pad4(HD + 2 * kv);
   // Shape mistakes are programmer errors; the engine validates user input before recording.
   if (N == 0 || N > max_rows_ || (a.t.fixed() && a.t.base + N > cap_))
@@ -301,24 +386,27 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
       act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
 
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
-  embed(seq, embd_, *a.tokens, a.tok_offset, x, N);
-  for (const Layer& L : layers_) {
+  embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
+  for (uint32_t l = 0; l < w_->layers().size(); ++l) {
+    const LlamaWeights::Layer& L = w_->layers()[l];
+    const KvLayer& kv_cache = kv_layers_[l];
+    copy_taps(seq, l, N);
     MatmulArgs qa;  // attn_norm folded into the qkv matmul
-    qa.bias = cfg_.qkv_bias ? &L.qkv_bias : nullptr;
-    qa.norm = &L.attn_norm, qa.norm_eps = cfg_.rms_eps, qa.norm_scratch = xn;
+    qa.bias = cfg.qkv_bias ? &L.qkv_bias : nullptr;
+    qa.norm = &L.attn_norm, qa.norm_eps = cfg.rms_eps, qa.norm_scratch = xn;
     matmul(seq, L.wqkv, x, qkv, N, qa);
     // q and k are adjacent in each qkv row: normalize (Qwen3) and rotate them as H + Hkv heads
     // of width D, one pass each.
-    if (cfg_.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg_.rms_eps);
+    if (cfg.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg.rms_eps);
     rope(seq, qkv, pos, N, H + Hkv, D, D, rope_args());
     // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
-    kv_write(seq, qkv, HD, HD + kv, N, kv, L.kv, a.t);
+    kv_write(seq, qkv, HD, HD + kv, N, kv, kv_cache, a.t);
     AttentionArgs at;
     at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
     at.q = qkv;
     at.o = att;
-    at.k_cache = L.kv.k, at.v_cache = L.kv.v, at.k_base = L.kv.k_base, at.v_base = L.kv.v_base;
-    at.kv_type = L.kv.type;
+    at.k_cache = kv_cache.k, at.v_cache = kv_cache.v, at.k_base = kv_cache.k_base, at.v_base = kv_cache.v_base;
+    at.kv_type = kv_cache.type;
     at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words;
     at.causal = a.mask == nullptr;
     attention(seq, at);
@@ -326,12 +414,13 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     acc.accumulate = true;  // residual add fused into the projection
     matmul(seq, L.wo, att, x, N, acc);
     MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
-    ga.norm = &L.ffn_norm, ga.norm_eps = cfg_.rms_eps, ga.norm_scratch = xn;
+    ga.norm = &L.ffn_norm, ga.norm_eps = cfg.rms_eps, ga.norm_scratch = xn;
     ga.glu = true, ga.glu_scratch = gu;
     matmul(seq, L.wgu, x, act, N, ga);
     matmul(seq, L.wdown, act, x, N, acc);
   }
-  rmsnorm(seq, x, out_norm_, hid, N, C, cfg_.rms_eps);
+  copy_taps(seq, uint32_t(cfg.L), N);
+  rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
   const uint32_t from = std::min(a.logits_from, N - 1);
   matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
 }

@@ -151,9 +151,9 @@ void SafetensorsFile::parse() {
     t.dtype = field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
     const nlohmann::json& shape = field("shape", &nlohmann::json::is_array, "an array of non-negative integers");
     const nlohmann::json& offsets = field("data_offsets", &nlohmann::json::is_array, "an array [begin, end]");
-    // safetensors heads hold floats; I64 and BOOL come only from pytorch_model.bin so far.
-    const uint64_t esize = t.dtype == "I64" || t.dtype == "BOOL" ? 0 : dtype_bytes(t.dtype);
-    if (esize == 0) fail(tn + ": unsupported dtype " + t.dtype + " (expected F32, F16 or BF16)");
+    // Floats, and the I64 / BOOL of an EAGLE-3 head's d2t / t2d (the head checks who holds which).
+    const uint64_t esize = dtype_bytes(t.dtype);
+    if (esize == 0) fail(tn + ": unsupported dtype " + t.dtype + " (expected F32, F16, BF16, I64 or BOOL)");
     for (size_t i = 0; i < shape.size(); ++i) {
       uint64_t d;
       if (!non_negative_integer(shape[i], d))

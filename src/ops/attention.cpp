@@ -4,7 +4,9 @@
 // Both visit keys in logical-position order with a reduction order fixed by the positions, and
 // the choice depends only on the device and the model's shape (never on N), so a tree pass
 // reproduces one-token decoding bit for bit on a given device.
+#include <algorithm>
 #include <cassert>
+#include <climits>
 #include <cmath>
 
 #include "ops/common.hpp"
@@ -49,7 +51,59 @@ uint32_t heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
     if (G % h == 0 && h * D <= 256) best = h;
   return best;
 }
+
+// Kernel choice, from the device only: where barriers and shared memory are what costs
+// (DeviceCaps::Quirks::single_subgroup_kernels), the subgroup kernel (1), whose workgroup is
+// pinned to exactly one subgroup; elsewhere the workgroup kernel (0).
+int pick_variant(const DeviceCaps& caps, const KernelConfig& cfg) {
+  if (cfg.use_subgroup >= 0) return cfg.use_subgroup;
+  return caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
+}
+
+// The subgroup kernel's workgroup: pinned where the device can; otherwise the default compute
+// subgroup size is what a workgroup of that size gets.
+uint32_t subgroup_width(const DeviceCaps& caps, const KernelConfig& cfg) {
+  return cfg.required_subgroup_size ? cfg.required_subgroup_size : caps.subgroup_size;
+}
+
+uint32_t ceil_log2(uint32_t x) {
+  uint32_t b = 0;
+  while ((1u << b) < x) ++b;
+  return b;
+}
 }  // namespace
+
+// The budget one invocation spends, and from that the most keys a row may have. Per kernel:
+//  - attention_sg: the key loop takes S keys a pass; its inner loops run to specialization
+//    constants and are [[unroll]]ed, so they cost nothing; around it the mask count (mask_words),
+//    and in the last two passes the ancestor lookup (mask_words + kAttentionMaxDepth each).
+//    lavapipe (Mesa 22.3) charged 3 units of its 65535 per pass of the key loop, at D = 16, 64
+//    and 128 alike (the kernel went wrong from 174,760 keys at S = 8, which is 65535 * 8 / 3), so
+//    each pass here costs kUnitsPerPass = 4.
+//  - attention: a pass takes WG keys and runs the q·k loop (D, a push constant), two workgroup
+//    reductions (log2 WG + 1 each) and the V loop (DPL output dims per lane, each over the WG
+//    keys of the pass); before it the q load and the ancestor walk (lane 0). Counting one unit
+//    per pass of each loop, this is 1.4x (D = 128) to 2.9x (D = 16) what lavapipe charged.
+uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg) {
+  const DeviceCaps& caps = ctx.caps();
+  const uint64_t limit = caps.quirks.loop_iteration_limit;
+  if (!limit) return UINT32_MAX;
+  constexpr uint64_t kSlack = 16;  // loop entry/exit bookkeeping the formulas round away
+  uint64_t fixed, per_pass, keys_per_pass;
+  if (pick_variant(caps, cfg) != 0) {  // 1: K/V as texels where the device prefers them, 2: storage
+    constexpr uint64_t kUnitsPerPass = 4;
+    fixed = kUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
+    per_pass = kUnitsPerPass;
+    keys_per_pass = subgroup_width(caps, cfg);
+  } else {
+    const uint64_t WG = pick_workgroup(ctx, cfg, 64), DPL = (kAttentionMaxHeadDim + WG - 1) / WG;
+    fixed = (D + WG - 1) / WG + 2ull * mask_words + kAttentionMaxDepth + DPL + kSlack;
+    per_pass = D + 2 * (ceil_log2(uint32_t(WG)) + 1) + DPL * (WG + 1) + 1;
+    keys_per_pass = WG;
+  }
+  if (fixed >= limit) return 0;
+  return uint32_t(std::min<uint64_t>(UINT32_MAX, (limit - fixed) / per_pass * keys_per_pass));
+}
 
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   Context& ctx = seq.context();
@@ -63,12 +117,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
                      a.k_base,   a.v_base};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
-  // Kernel choice, from the device only: where barriers and shared memory are what costs
-  // (DeviceCaps::Quirks::single_subgroup_kernels), the subgroup kernel, whose workgroup is pinned
-  // to exactly one subgroup.
-  int variant = cfg.use_subgroup;
-  if (variant < 0)
-    variant = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
+  const int variant = pick_variant(caps, cfg);
   if (variant == 0) {
     AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
     auto desc = make_pipeline_desc(f16 ? "attention_f16" : "attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
@@ -81,9 +130,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
 
   if (!caps.subgroup_arithmetic)
     throw Error("attention: the subgroup kernel needs subgroup arithmetic, which device '" + caps.name + "' lacks");
-  // The workgroup must be exactly one subgroup: pinned where the device can; otherwise the
-  // default compute subgroup size is what a workgroup of that size gets.
-  const uint32_t S = cfg.required_subgroup_size ? cfg.required_subgroup_size : caps.subgroup_size;
+  const uint32_t S = subgroup_width(caps, cfg);
   AttentionSgSpec spec{S, a.D, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D)};
   assert((a.H / a.Hkv) % spec.hpw == 0);
   // K/V through texel views where those are the fast path (the weights' reason, see the quirk),

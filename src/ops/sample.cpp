@@ -4,6 +4,7 @@
 #include "vkspec/sample.hpp"
 
 #include <cassert>
+#include <climits>
 
 #include "ops/common.hpp"
 
@@ -33,10 +34,44 @@ KernelConfig fixed_workgroup(KernelConfig cfg) {
 
 }  // namespace
 
+// Where the driver ends a shader's loops after a budget (DeviceCaps::Quirks::
+// loop_iteration_limit), the passes sample_probs.comp makes over a row of V logits, charged as the
+// attention kernel's are (attention.cpp: lavapipe charged 3 units a pass there; 4 here):
+// P = ceil(V / (VU * WG)) passes per row loop; R = log2(WG) + 1 per workgroup reduction; when
+// sampling, two radix descents (top-k, top-p) of 32 + ceil(log2 V) bits, each bit P + R + 1, and
+// six more row loops and three reductions; greedy, three row loops and one reduction. Around them
+// lane 0's penalty window (the path, <= kTreeMaxPath, twice, then W committed tokens) and the
+// de-duplication (W / WG outer passes of W / 16 inner ones). sample_accept.comp's row loops make
+// 2 V / WG + WG passes, fewer than these at every V.
+uint32_t sample_max_vocab(const Context& ctx, uint32_t window, bool greedy) {
+  const uint64_t limit = ctx.caps().quirks.loop_iteration_limit;
+  if (!limit) return UINT32_MAX;
+  constexpr uint64_t kUnitsPerPass = 4, kUnroll = 32 /* VU */, WG = kSampleWorkgroup, R = 7 /* log2 64 + 1 */;
+  const uint64_t fixed = 2 * kTreeMaxPath + window + 1 + (window + WG - 1) / WG * (1 + (window + 15) / 16) + 16;
+  uint32_t best = 0;
+  for (uint64_t P = 1;; ++P) {  // the count grows with V (P and the id bits): walk P up
+    const uint64_t V = P * kUnroll * WG;
+    uint64_t ibits = 0;
+    while ((uint64_t(1) << ibits) < V) ++ibits;
+    const uint64_t passes = greedy ? 3 * P + R + fixed : 2 * (32 + ibits) * (P + R + 1) + 6 * P + 3 * R + fixed;
+    if (kUnitsPerPass * passes > limit || V > UINT32_MAX) break;
+    best = uint32_t(V);
+  }
+  return best;
+}
+
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
                   const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg) {
   assert(N >= 1 && N <= tree.cap && V >= 1 && probs.stride >= V);
   assert(o.repeat_window <= kSampleMaxWindow && o.top_p > 0 && o.min_p >= 0 && o.min_p <= 1);
+  const uint32_t max_v = sample_max_vocab(seq.context(), o.repeat_window, !(o.temperature > 0));
+  if (V > max_v)
+    throw Error("sampling over a vocabulary of " + std::to_string(V) + " tokens is more than device '" +
+                seq.context().caps().name + "' can do: its driver ends a shader's loops after " +
+                std::to_string(seq.context().caps().quirks.loop_iteration_limit) +
+                " iterations, which the sampling kernel reaches past " + std::to_string(max_v) +
+                " tokens (with --repeat-window " + std::to_string(o.repeat_window) + ")" +
+                (o.temperature > 0 ? "; use --temp 0" : ""));
   ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t.base, o.repeat_window, o.top_k,
                  o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty, t.slot};
   const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 6, sizeof(push), fixed_workgroup(cfg));

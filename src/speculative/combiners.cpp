@@ -19,6 +19,10 @@ class Single final : public Combiner {
 
 // Seed 001 §5: each tree scored by the mean confidence exp(score) of its B nodes; only the better
 // one is verified (ties to head 1).
+// Route across head kinds: an EAGLE-3 head's logits are -inf outside its draft vocabulary (its
+// lm_head is expanded to the verifier's vocabulary at load), so its scores are log-probabilities of
+// a distribution over the same verifier vocabulary as an EAGLE-1/2 head's, and both trees' μ are
+// compared as they are. What that does to routing a mixed pair is measured (models/README.md).
 class Route final : public Combiner {
  public:
   uint32_t drafters() const override { return 2; }

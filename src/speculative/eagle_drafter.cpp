@@ -1,4 +1,4 @@
-// EAGLE-1/2 drafting with a draft head (seed 001 §3, DESIGN.md §2): depth 1 = the top-k children
+// EAGLE drafting with a draft head of either kind (EAGLE-3: its tap rows in, its own vocabulary out) (seed 001 §3, DESIGN.md §2): depth 1 = the top-k children
 // of the root; each further depth expands the k best frontier nodes by their top-k, all k·k scored
 // by cumulative log-prob, the best k become the next frontier; finally the best B of all
 // candidates form the tree.
@@ -17,7 +17,7 @@ struct GatherPush {
 class EagleDrafter final : public Drafter {
  public:
   EagleDrafter(Context& ctx, EagleHead& head, const Verifier& v, const DraftShape& s)
-      : ctx_(ctx), head_(head), s_(s), C_(v.width()), V_(v.vocab()) {
+      : ctx_(ctx), head_(head), s_(s), C_(uint32_t(head.config().C)), V_(v.vocab()) {
     const uint32_t K = s.K, D = s.D;
     pool_count_ = uint32_t(draft_pool_nodes(K, D));  // <= kTreeMaxNodes: checked by the engine
     pool_ = DeviceTree(ctx, pool_count_, D);
@@ -41,10 +41,10 @@ class EagleDrafter final : public Drafter {
   const DeviceTree& tree() const override { return tree_; }
 
   // Head positions: the pair (f_j, y[j+1]) sits at head position j (EAGLE).
-  void record_prefill(Sequence& seq, const StepBuffers& b, Mat features, uint32_t t0, uint32_t n) override {
+  void record_prefill(Sequence& seq, const StepBuffers& b, Mat hidden, Mat taps, uint32_t t0, uint32_t n) override {
     EagleHead::ForwardArgs a;
     a.N = n, a.t = t0, a.kv_slot = t0, a.tokens = &b.seq_tokens, a.tok_offset = t0 + 1;
-    a.features = features, a.pos_first = t0;
+    a.features = head_.eagle3() ? taps : hidden, a.taps = true, a.pos_first = t0;
     a.logits_from = n;  // no logits: the step's ingest drafts from the last pair
     head_.forward(seq, a);
   }
@@ -63,7 +63,7 @@ class EagleDrafter final : public Drafter {
     EagleHead::ForwardArgs a;
     a.N = s_.D + 1, a.t = b.prev_t(), a.kv_slot = b.prev_t();
     a.tokens = &b.seq_tokens, a.tok_offset = b.prev_t() + 1;
-    a.features = b.features(), a.pos_first = b.prev_t();
+    a.features = head_.eagle3() ? b.tap_features() : b.features(), a.taps = true, a.pos_first = b.prev_t();
     a.root = true, a.root_row = b.accepted();  // pair (f_{t-1}, y[t]): the root's own draft logits
     head_.forward(seq, a);
   }

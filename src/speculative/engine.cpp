@@ -52,6 +52,10 @@ void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const 
     throw Error("a verified tree of " + str(verify_nodes()) + " nodes exceeds the verifier's " +
                 str(model_.max_rows()) + " rows per pass");
   for (const EagleHead* h : {h1, h2})
+    if (h && h->eagle3() && K > uint32_t(h->config().draft_V))
+      throw Error("--topk " + str(K) + " exceeds the draft vocabulary of " + str(h->config().draft_V) +
+                  " ids of EAGLE-3 head " + h->path());
+  for (const EagleHead* h : {h1, h2})
     if (h && h->max_rows() < std::max(K, D + 1))
       throw Error("--topk " + str(K) + " and --depth " + str(D) + " need " + str(std::max(K, D + 1)) +
                   " rows per draft-head pass (a level's top-k, or the depth + 1 rows a step ingests); the head has " +
@@ -96,6 +100,15 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   b.feat_stride = pad4(C);
   b.feat = Buffer(ctx, uint64_t(kTreeMaxPath) * b.feat_stride * 4);
   b.feat.upload(std::vector<float>(size_t(kTreeMaxPath) * b.feat_stride, 0.0f));  // finite before first use
+  // EAGLE-3 heads read the verifier's residual stream at their tap points, which the verifier
+  // then exports from every forward, and the commit gathers for the accepted path.
+  for (EagleHead* h : heads)
+    if (h->eagle3()) model.enable_taps(h->tap_points());
+  if (model.tap_width()) {
+    b.taps_stride = pad4(model.tap_width());
+    b.taps = Buffer(ctx, uint64_t(kTreeMaxPath) * b.taps_stride * 4);
+    b.taps.upload(std::vector<float>(size_t(kTreeMaxPath) * b.taps_stride, 0.0f));
+  }
   p.verifier = std::make_unique<Verifier>(model);
   p.combiner = std::move(combiner);
   std::vector<Drafter*> drafters;
@@ -147,7 +160,7 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     p.verifier->forward(seq, a);
     const uint32_t pairs = std::min(c0 + n, P - 1) - std::min(c0, P - 1);
     if (pairs)
-      for (auto& d : p.drafter_store) d->record_prefill(seq, b, model_.hidden(), c0, pairs);
+      for (auto& d : p.drafter_store) d->record_prefill(seq, b, model_.hidden(), model_.taps(), c0, pairs);
   }
   const Mat last = model_.logits().row((P - 1) % R);
   if (sampling()) {
@@ -161,6 +174,8 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     argmax(seq, last, b.seq_tokens, P, 1, V);
   }
   if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), (P - 1) % R, b.features(), 1, uint32_t(model_.config().C));
+  if (!p.drafter_store.empty() && b.taps_stride)
+    copy_rows(seq, model_.taps(), (P - 1) % R, b.tap_features(), 1, model_.tap_width());
   step_advance(seq, b.state, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false);
 }
 

@@ -24,10 +24,13 @@ struct StepBuffers {
   Buffer seq_tokens;  // y[0 .. capacity): the prompt, then every committed token
   Buffer feat;        // (kTreeMaxPath, C) the accepted path's verifier features, for the next ingest
   uint32_t feat_stride = 0;
+  Buffer taps;        // (kTreeMaxPath, 3C) the accepted path's verifier tap rows (EAGLE-3 heads only)
+  uint32_t taps_stride = 0;
   Dyn t() const { return Dyn(state, kStateT); }            // committed length; y[t] is the root
   Dyn prev_t() const { return Dyn(state, kStatePrevT); }   // t before the last step
   Dyn accepted() const { return Dyn(state, kStateAccepted); }
   Mat features() const { return {&feat, 0, feat_stride}; }
+  Mat tap_features() const { return {&taps, 0, taps_stride}; }
 };
 
 // The target model: a forward over a chain or a tree, and the KV commit of an accepted path.
@@ -41,6 +44,8 @@ class Verifier {
   void forward(Sequence& seq, const LlamaModel::ForwardArgs& a) { m_.forward(seq, a); }
   Mat logits() const { return m_.logits(); }
   Mat hidden() const { return m_.hidden(); }
+  Mat taps() const { return m_.taps(); }  // EAGLE-3 tap rows, when a head enabled them
+  uint32_t tap_width() const { return m_.tap_width(); }
   // K/V rows of the accepted path (tree.info, accepted) move to slots t + e, every layer.
   void commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t);
   LlamaModel& model() { return m_; }
@@ -62,8 +67,9 @@ class Drafter {
   virtual ~Drafter() = default;
   virtual uint32_t max_rows() const = 0;
   virtual uint32_t capacity() const = 0;
-  // Prompt pairs j = t0 .. t0+n-1 (features = the verifier's hidden rows 0..n-1 of that chunk).
-  virtual void record_prefill(Sequence& seq, const StepBuffers& b, Mat features, uint32_t t0, uint32_t n) = 0;
+  // Prompt pairs j = t0 .. t0+n-1 (the verifier's hidden rows 0..n-1 of that chunk, and its tap
+  // rows when an EAGLE-3 head enabled them).
+  virtual void record_prefill(Sequence& seq, const StepBuffers& b, Mat hidden, Mat taps, uint32_t t0, uint32_t n) = 0;
   // The step's drafting: ingest the last step's accepted pairs, then draft from the root y[t].
   virtual void record_step(Sequence& seq, const StepBuffers& b) = 0;
   // After record_step: the candidate pool and the best-B tree it selected.
@@ -72,7 +78,7 @@ class Drafter {
   virtual const DeviceTree& tree() const = 0;
 };
 
-// EAGLE-1/2 head (seed 001 §3, DESIGN.md §2): top-k expansion level by level, best B kept.
+// EAGLE-1/2 or EAGLE-3 head (seed 001 §3, DESIGN.md §2): top-k expansion level by level, best B kept.
 std::unique_ptr<Drafter> make_eagle_drafter(Context& ctx, EagleHead& head, const Verifier& v, const DraftShape& s);
 
 // Turns the drafters' trees into the verified tree.

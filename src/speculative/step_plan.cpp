@@ -93,6 +93,8 @@ void StepPlan::record_tree() {
   // appended (append_tokens moves state[kStateT] to t + a + 1), the next root after them.
   verifier_.commit(seq_, vtree_, accepted_, b_.t());
   gather_rows(seq_, vtree_, accepted_, verifier_.hidden(), b_.features(), verifier_.width());
+  if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
+    gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
   static_assert(kStateT == 0, "append_tokens counts in word 0 of its count buffer");
   append_tokens(seq_, vtree_, accepted_, b_.seq_tokens, b_.state);
   put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t());

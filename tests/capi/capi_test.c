@@ -6,8 +6,9 @@
  * Checks: device requirements and refusal of a device without timelineSemaphore; a runtime on the
  * application's device with its queue lock; model load progress and memory query; every strategy
  * gives the C++ path's tokens (the CLI's `generate --json`) and ar's; a sampled run equals the
- * CLI's; poll never waits; cancel mid-submission; two contexts on one model, interleaved; handles
- * destroyed in any order. */
+ * CLI's; poll never waits; cancel mid-submission; three contexts on one model, interleaved, each
+ * allocating only its KV caches and scratch (the weights are on the device once); handles
+ * destroyed in any order, with work in flight. */
 #define _POSIX_C_SOURCE 200809L
 #include <volk.h>
 
@@ -281,6 +282,10 @@ int main(int argc, char** argv) {
     d.queue_priority = 2.0f;
     CHECK(vkspec_runtime_create(&d, &own) == VKSPEC_ERROR_INVALID_ARGUMENT && own == NULL);
     CHECK(strstr(vkspec_last_error(NULL), "priority") != NULL);
+    d.queue_priority = 1.0f;
+    d.global_priority = 3; /* not a VkQueueGlobalPriorityKHR */
+    CHECK(vkspec_runtime_create(&d, &own) == VKSPEC_ERROR_INVALID_ARGUMENT && own == NULL);
+    CHECK(strstr(vkspec_last_error(NULL), "global priority") != NULL);
   }
 
   /* Requirements, then refusal of a device created without timelineSemaphore. */
@@ -324,12 +329,19 @@ int main(int argc, char** argv) {
   vkspec_memory mem;
   REQUIRE_OK(vkspec_model_memory(rt, &md, &mem), rt);
   CHECK(mem.weights > 1000000 && mem.kv_cache > 0 && mem.scratch > 0);
-  CHECK(mem.per_context == mem.weights + mem.kv_cache + mem.scratch);
+  CHECK(mem.per_context == mem.kv_cache + mem.scratch);
   vkspec_model* model = NULL;
   md.progress = stop_progress;
   CHECK(vkspec_model_load(rt, &md, &model) == VKSPEC_ERROR_CANCELLED && model == NULL);
   md.progress = on_progress;
+  const uint64_t bytes_empty = vkspec_runtime_device_bytes(rt);
   REQUIRE_OK(vkspec_model_load(rt, &md, &model), rt);
+  /* The load uploads the weights and nothing per context (bf16 would shrink to f16; none here). */
+  const uint64_t weight_bytes = vkspec_runtime_device_bytes(rt) - bytes_empty;
+  fprintf(stderr, "memory: weights %llu reported, %llu on the device; per context %llu reported (kv %llu, scratch %llu)\n",
+          (unsigned long long)mem.weights, (unsigned long long)weight_bytes, (unsigned long long)mem.per_context,
+          (unsigned long long)mem.kv_cache, (unsigned long long)mem.scratch);
+  CHECK(weight_bytes > mem.weights * 9 / 10 && weight_bytes < mem.weights * 11 / 10);
   CHECK(g_progress_calls >= 3 && g_last_fraction == 1.0f);
   vkspec_model_desc bad = md;
   bad.path = "/nonexistent.gguf";
@@ -343,6 +355,8 @@ int main(int argc, char** argv) {
 
   vkspec_context* c1 = NULL;
   REQUIRE_OK(vkspec_context_create(model, NULL, &c1), model);
+  /* A context allocates its KV caches and scratch, exactly as vkspec_model_memory said. */
+  CHECK(vkspec_runtime_device_bytes(rt) - bytes_empty - weight_bytes == mem.per_context);
   vkspec_poll_result r0;
   CHECK(vkspec_poll(c1, &r0) == VKSPEC_ERROR_STATE);
   CHECK(vkspec_step_submit(c1, 1) == VKSPEC_ERROR_STATE);
@@ -435,38 +449,90 @@ int main(int argc, char** argv) {
   gp.max_tokens = 40;
   Tokens after = c_generate(c1, &gp);
   CHECK(same(&after, &ar));
+  const uint64_t step_bytes = vkspec_runtime_device_bytes(rt) - bytes_empty - weight_bytes - mem.per_context;
+  fprintf(stderr, "memory: context 1's decoding step (merge) holds %llu bytes beside its KV caches and scratch\n",
+          (unsigned long long)step_bytes);
 
-  /* Two contexts on one model, interleaved step by step, each with its own KV cache. */
+  /* Three contexts on one model, interleaved step by step, each with its own KV cache: a new
+   * context adds its KV caches and scratch to the device, not another copy of the weights. */
+  const uint64_t one = vkspec_runtime_device_bytes(rt);
   vkspec_context* c2 = NULL;
   REQUIRE_OK(vkspec_context_create(model, NULL, &c2), model);
-  vkspec_generation_params g2 = gp;
+  const uint64_t two = vkspec_runtime_device_bytes(rt);
+  fprintf(stderr, "memory: a second context added %llu bytes (weights: %llu)\n", (unsigned long long)(two - one),
+          (unsigned long long)weight_bytes);
+  CHECK(two - one == mem.per_context);
+  vkspec_context* c3 = NULL;
+  REQUIRE_OK(vkspec_context_create(model, NULL, &c3), model);
+  CHECK(vkspec_runtime_device_bytes(rt) - two == mem.per_context);
+  vkspec_generation_params g2 = gp, g3 = gp;
   g2.prompt_ids = prompt + 3, g2.prompt_count = n_prompt - 3, g2.strategy = VKSPEC_STRATEGY_AR;
+  g3.prompt_ids = prompt + 6, g3.prompt_count = n_prompt - 6, g3.strategy = VKSPEC_STRATEGY_AR;
   Tokens ref2 = c_generate(c2, &g2);
+  Tokens ref3 = cli_generate(g3.prompt_ids, g3.prompt_count, 40, "ar", "");
   gp.strategy = VKSPEC_STRATEGY_MERGE_TRIE;
   g2.strategy = VKSPEC_STRATEGY_ROUTE;
-  REQUIRE_OK(vkspec_generation_start(c1, &gp), c1);
-  REQUIRE_OK(vkspec_generation_start(c2, &g2), c2);
-  Tokens t1, t2;
-  t1.n = t2.n = 0;
-  int done1 = 0, done2 = 0;
-  while (!done1 || !done2) {
-    vkspec_poll_result r1, r2;
-    REQUIRE_OK(vkspec_poll(c1, &r1), c1);
-    REQUIRE_OK(vkspec_poll(c2, &r2), c2);
-    on_tokens(r1.tokens, r1.count, &t1);
-    on_tokens(r2.tokens, r2.count, &t2);
-    done1 = r1.done && !r1.in_flight, done2 = r2.done && !r2.in_flight;
-    if (!r1.in_flight && !r1.done) vkspec_step_submit(c1, 1);
-    if (!r2.in_flight && !r2.done) vkspec_step_submit(c2, 2);
+  g3.strategy = VKSPEC_STRATEGY_SINGLE2;
+  vkspec_context* cs[3] = {c1, c2, c3};
+  const vkspec_generation_params* ps[3] = {&gp, &g2, &g3};
+  Tokens ts[3];
+  int done[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    ts[i].n = 0;
+    REQUIRE_OK(vkspec_generation_start(cs[i], ps[i]), cs[i]);
   }
-  CHECK(same(&t1, &ar));
-  CHECK(same(&t2, &ref2));
-  CHECK(!same(&ar, &ref2));
+  while (!done[0] || !done[1] || !done[2]) {
+    for (int i = 0; i < 3; ++i) {
+      vkspec_poll_result ri;
+      REQUIRE_OK(vkspec_poll(cs[i], &ri), cs[i]);
+      on_tokens(ri.tokens, ri.count, &ts[i]);
+      done[i] = ri.done && !ri.in_flight;
+      if (!ri.in_flight && !ri.done) vkspec_step_submit(cs[i], (uint32_t)i + 1);
+    }
+  }
+  CHECK(same(&ts[0], &ar));
+  CHECK(same(&ts[1], &ref2));
+  CHECK(same(&ts[2], &ref3));
+  CHECK(!same(&ar, &ref2) && !same(&ref2, &ref3));
+  /* A context destroyed with a submission in flight waits for it (validation and ASan watch). */
+  REQUIRE_OK(vkspec_generation_start(c3, &g3), c3);
+  REQUIRE_OK(vkspec_wait(c3), c3);
+  REQUIRE_OK(vkspec_poll(c3, &r), c3);
+  CHECK(vkspec_step_submit(c3, 8) == VKSPEC_OK);
+  vkspec_context_destroy(c3);
 
-  /* Destroy in any order: the runtime handle first, the model next; contexts keep working. */
-  vkspec_runtime_destroy(rt);
+  /* Contexts first, then their model: every byte goes back. */
+  {
+    const uint64_t before = vkspec_runtime_device_bytes(rt);
+    vkspec_model* mb = NULL;
+    md.progress = NULL;
+    REQUIRE_OK(vkspec_model_load(rt, &md, &mb), rt);
+    vkspec_context *x1 = NULL, *x2 = NULL;
+    REQUIRE_OK(vkspec_context_create(mb, NULL, &x1), mb);
+    REQUIRE_OK(vkspec_context_create(mb, NULL, &x2), mb);
+    CHECK(vkspec_runtime_device_bytes(rt) - before == weight_bytes + 2 * mem.per_context);
+    vkspec_generation_params gx = gp;
+    gx.strategy = VKSPEC_STRATEGY_SINGLE1;
+    REQUIRE_OK(vkspec_generation_start(x1, &gx), x1);
+    Tokens mine = c_generate(x2, &gx);
+    CHECK(same(&mine, &ar));
+    vkspec_context_destroy(x1); /* its prefill may still run */
+    vkspec_context_destroy(x2);
+    CHECK(vkspec_runtime_device_bytes(rt) - before == weight_bytes);
+    vkspec_model_destroy(mb);
+    CHECK(vkspec_runtime_device_bytes(rt) == before);
+  }
+
+  /* The model handle first: its contexts keep the weights (not a byte freed) and keep working. */
+  const uint64_t held = vkspec_runtime_device_bytes(rt);
   vkspec_model_destroy(model);
+  CHECK(vkspec_runtime_device_bytes(rt) == held);
   Tokens late = c_generate(c2, &g2);
+  CHECK(same(&late, &ref2));
+
+  /* Then the runtime handle: the device stays while contexts use it. */
+  vkspec_runtime_destroy(rt);
+  late = c_generate(c2, &g2);
   CHECK(same(&late, &ref2));
   vkspec_context_destroy(c1);
   late = c_generate(c2, &g2);

@@ -61,16 +61,10 @@ def read_safetensors(path):
     return out
 
 
-def export(k, out_dir=MODELS):
-    s = torch.load(os.path.join(WORK, f"head{k}.pt"))
-    cfg, sd = s["cfg"], s["model"]
-    assert set(sd) == set(NAMES), set(sd) ^ set(NAMES)
-    d = os.path.join(out_dir, f"head{k}")
-    os.makedirs(d, exist_ok=True)
-    write_safetensors(os.path.join(d, "model.safetensors"),
-                      {NAMES[n]: t.float().numpy() for n, t in sd.items()}, {"format": "pt"})
-    conf = {
-        "architectures": ["LlamaForCausalLMEagle"],
+def head_config(cfg, architecture):
+    """config.json keys of a one-layer Llama draft head of the shape cfg (train_heads.py HEAD)."""
+    return {
+        "architectures": [architecture],
         "model_type": "llama",
         "hidden_size": cfg["dim"],
         "intermediate_size": cfg["ffn"],
@@ -83,10 +77,21 @@ def export(k, out_dir=MODELS):
         "rope_theta": cfg["theta"],
         "vocab_size": cfg["vocab"],
         "max_position_embeddings": cfg["ctx"],
-        "bias": True,
         "tie_word_embeddings": False,
         "torch_dtype": "float16",
     }
+
+
+def export(k, out_dir=MODELS):
+    s = torch.load(os.path.join(WORK, f"head{k}.pt"))
+    cfg, sd = s["cfg"], s["model"]
+    assert set(sd) == set(NAMES), set(sd) ^ set(NAMES)
+    d = os.path.join(out_dir, f"head{k}")
+    os.makedirs(d, exist_ok=True)
+    write_safetensors(os.path.join(d, "model.safetensors"),
+                      {NAMES[n]: t.float().numpy() for n, t in sd.items()}, {"format": "pt"})
+    conf = head_config(cfg, "LlamaForCausalLMEagle")
+    conf["bias"] = True
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(conf, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -140,3 +140,61 @@ class EagleHead(nn.Module):
 
     def forward(self, emb_next, feat):
         return self.layer(self.fc(torch.cat((emb_next, feat), dim=-1)))
+
+
+class Eagle3Layer(nn.Module):
+    """The EAGLE-3 decoder layer: attention reads concat(input_layernorm(emb),
+    hidden_norm(hidden)) of width 2C; the un-normalized hidden is the residual."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        C = cfg["dim"]
+        self.input_layernorm = RMSNorm(C, cfg["eps"])
+        self.hidden_norm = RMSNorm(C, cfg["eps"])
+        self.self_attn = Attention(C, cfg["n_head"], cfg["n_kv"], cfg["theta"], False)
+        hd = C // cfg["n_head"]
+        # the q/k/v projections read the 2C-wide concatenation
+        self.self_attn.q_proj = nn.Linear(2 * C, cfg["n_head"] * hd, bias=False)
+        self.self_attn.k_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=False)
+        self.self_attn.v_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=False)
+        self.post_attention_layernorm = RMSNorm(C, cfg["eps"])
+        self.mlp = MLP(C, cfg["ffn"])
+
+    def forward(self, emb, hidden):
+        a = torch.cat((self.input_layernorm(emb), self.hidden_norm(hidden)), dim=-1)
+        x = hidden + self.self_attn(a)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Eagle3Head(nn.Module):
+    """EAGLE-3 head: fc (3C -> C, no bias) over the verifier's three tap rows at level 0,
+    the head's own pre-norm output at later levels; one Eagle3Layer; own norm and lm_head
+    over a reduced draft vocabulary (draft id i = verifier id i + d2t[i])."""
+
+    def __init__(self, cfg, draft_vocab):
+        super().__init__()
+        C = cfg["dim"]
+        self.fc = nn.Linear(3 * C, C, bias=False)
+        self.midlayer = Eagle3Layer(cfg)
+        self.norm = RMSNorm(C, cfg["eps"])
+        self.lm_head = nn.Linear(C, draft_vocab, bias=False)
+
+    def forward(self, emb_next, hidden):
+        """hidden: B,T,C, either fc(tap rows) or the head's own fed-back outputs.
+        Returns the pre-norm output h and the draft-vocabulary logits."""
+        h = self.midlayer(emb_next, hidden)
+        return h, self.lm_head(self.norm(h))
+
+
+def verifier_taps(v, idx, points):
+    """Residual stream of the verifier before decoder layer p for each p in points
+    (p == n_layer: after the last layer, before the final norm), concatenated in the
+    order given, plus the logits. points default to (2, L//2, L-3), as EAGLE-3 defines."""
+    x = v.embed(idx)
+    rows = {}
+    for i, l in enumerate(v.layers):
+        if i in points:
+            rows[i] = x
+        x = l(x)
+    rows[len(v.layers)] = x
+    return torch.cat([rows[p] for p in points], dim=-1), v.lm_head(v.norm(x))
