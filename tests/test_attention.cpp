@@ -8,6 +8,7 @@
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/model.hpp"
+#include "vkspec/step_state.h"
 
 #include "vk_fixture.hpp"
 
@@ -363,6 +364,72 @@ TEST_CASE_FIXTURE(VkTest, "kv_write into an f16 cache at a layer's offset equals
   CHECK((got[sw + slot * (kv / 2)] & 0xffff) == 0x3c00u);             // 1 + 2^-11 → 1.0
   CHECK((got[3 * sw + slot * (kv / 2)] & 0xffff) == 0x7c00u);         // 70000 → inf
   CHECK(decode_kv({got[sw + slot * (kv / 2)]}, KvType::F16)[1] == 1.0f + 2.0f / 1024);
+}
+
+// The forward's fused pass against the two kernels it replaces (each tested against the CPU above
+// and in test_kernels.cpp): rope over the q and k heads in place, then kv_write. The same float
+// operations in the same order, so the q rows and the cache words must be bit-identical; x's key
+// columns keep the projection's values, and nothing outside the cache rows is written.
+TEST_CASE_FIXTURE(VkTest, "rope_kv_write equals rope then kv_write bit for bit, f32 and f16 caches, both pair orders") {
+  struct Case {
+    uint32_t N, H, Hkv, D, n_rot;
+    bool table;
+  };
+  const Case cases[] = {{1, 4, 2, 16, 16, false}, {7, 6, 2, 64, 64, true}, {5, 3, 3, 8, 4, true},
+                        {17, 8, 1, 128, 128, false}, {3, 2, 2, 6, 6, true}, {2, 1, 1, 2, 2, false}};
+  uint32_t seed = 1;
+  for (const Case& c : cases)
+    for (KvType kt : {KvType::F32, KvType::F16})
+      for (RopeMode mode : {RopeMode::Pairs, RopeMode::Halves})
+        for (bool factors : {false, true}) {
+          ++seed;
+          const uint32_t HD = c.H * c.D, kv = c.Hkv * c.D, stride = HD + 2 * kv + 5, x_off = 3;
+          const uint32_t k_col = HD, v_col = HD + kv, cap = 40, t0 = 11, pos_off = 2;
+          const std::string what = "N " + std::to_string(c.N) + " H " + std::to_string(c.H) + "/" +
+                                   std::to_string(c.Hkv) + " D " + std::to_string(c.D) + " n_rot " +
+                                   std::to_string(c.n_rot) + (kt == KvType::F16 ? " f16" : " f32") +
+                                   (mode == RopeMode::Pairs ? " pairs" : " halves") + (factors ? " factors" : "");
+          auto x = random_floats(x_off + size_t(c.N) * stride, seed, -4, 4);
+          std::vector<int32_t> table(pos_off + c.N);
+          for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t((i * 37 + seed) % 700);
+          const auto fac = random_floats(c.n_rot / 2, seed + 7, 1.0f, 8.0f);
+          // The step state holds t (a dynamic scalar for both the positions and the slot).
+          std::vector<uint32_t> st(kStateWords, 0);
+          st[kStateT] = t0;
+          // The layer's K and V at value offsets k_base / v_base of one buffer, the rest junk.
+          const uint32_t vals = kt == KvType::F16 ? 2 : 1, words = cap * kv / vals;
+          const uint32_t k_base = 4 * vals, v_base = k_base + words * vals + 2 * vals;
+          const std::vector<uint32_t> junk(v_base / vals + words + 8, 0xdeadbeefu);
+          Buffer xa(ctx, x.size() * 4), xb(ctx, x.size() * 4), tb(ctx, table.size() * 4), fb(ctx, fac.size() * 4),
+              sb(ctx, st.size() * 4), ca(ctx, junk.size() * 4), cb(ctx, junk.size() * 4);
+          xa.upload(x), xb.upload(x), tb.upload(table), fb.upload(fac), sb.upload(st), ca.upload(junk), cb.upload(junk);
+          const RopeArgs ra{5000.0f + float(seed), mode, factors ? 0.5f : 1.0f, factors ? &fb : nullptr};
+          const RopePositions pos = c.table ? RopePositions{&tb, pos_off, Dyn(sb, kStateT), 1}
+                                            : RopePositions::run(Dyn(sb, kStateT, 1), 1);
+          const Dyn slot(sb, kStateT, 2);
+          Sequence seq(ctx);
+          seq.begin();
+          rope(seq, Mat{&xa, x_off, stride}, pos, c.N, c.H + c.Hkv, c.D, c.n_rot, ra);
+          kv_write(seq, Mat{&xa, x_off, stride}, k_col, v_col, c.N, kv, KvLayer{&ca, &ca, k_base, v_base, kt}, slot);
+          rope_kv_write(seq, Mat{&xb, x_off, stride}, pos, c.N, c.H, c.D, c.n_rot, ra, k_col, v_col, kv,
+                        KvLayer{&cb, &cb, k_base, v_base, kt}, slot);
+          seq.run();
+          const auto ga = xa.read<float>(x.size()), gb = xb.read<float>(x.size());
+          size_t bad_q = 0, bad_rest = 0;
+          for (size_t i = 0; i < x.size(); ++i) {
+            const bool q = i >= x_off && (i - x_off) % stride < HD;
+            const float want = q ? ga[i] : x[i];  // fused: K columns and everything else unchanged
+            bad_q += q && std::memcmp(&gb[i], &want, 4) != 0;
+            bad_rest += !q && std::memcmp(&gb[i], &want, 4) != 0;
+          }
+          CHECK_MESSAGE(bad_q == 0, what << ": " << bad_q << " q values differ from rope's");
+          CHECK_MESSAGE(bad_rest == 0, what << ": " << bad_rest << " values outside q changed");
+          const auto wa = ca.read<uint32_t>(junk.size()), wb = cb.read<uint32_t>(junk.size());
+          size_t bad_c = 0, written = 0;
+          for (size_t i = 0; i < junk.size(); ++i) bad_c += wa[i] != wb[i], written += wb[i] != junk[i];
+          CHECK_MESSAGE(bad_c == 0, what << ": " << bad_c << " cache words differ from rope + kv_write");
+          CHECK_MESSAGE(written >= size_t(c.N) * 2 * kv / vals - 2, what << ": only " << written << " cache words written");
+        }
 }
 
 TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equals the reference over f16-rounded K/V") {

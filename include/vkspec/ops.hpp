@@ -170,6 +170,13 @@ inline void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uin
                      const Buffer& k_cache, const Buffer& v_cache, Dyn slot, KernelConfig cfg = {}) {
   kv_write(seq, src, k_col, v_col, N, kv, KvLayer{&k_cache, &v_cache}, slot, cfg);
 }
+// rope + kv_write of a forward layer in one dispatch: in each row r < N of the qkv projection x,
+// the H query heads (columns [0, H·D)) rotate in place at positions `pos`; the key heads
+// (columns [k_col, k_col + kv), kv = Hkv·D) rotated the same way go to cache row slot + r, the
+// values ([v_col, v_col + kv)) as they are. x's key columns keep the projection's values.
+void rope_kv_write(Sequence& seq, Mat x, const RopePositions& pos, uint32_t N, uint32_t H, uint32_t D, uint32_t n_rot,
+                   const RopeArgs& r, uint32_t k_col, uint32_t v_col, uint32_t kv, const KvLayer& cache, Dyn slot,
+                   KernelConfig cfg = {});
 // dst row r = src row (row0 + r), r < rows, `cols` floats.
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg = {});
 // out(T, F) = silu(gate) * up

@@ -414,8 +414,8 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
       gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)};
   matmul(seq, w.wqkv_, attn_in, qkv, N);
   const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
-  rope(seq, qkv, pos, N, H + Hkv, D, D, {cfg.rope_theta, RopeMode::Halves});  // HF layout
-  kv_write(seq, qkv, HD, HD + KV, N, KV, KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
+  rope_kv_write(seq, qkv, pos, N, H, D, D, {cfg.rope_theta, RopeMode::Halves} /* HF layout */, HD, HD + KV, KV,
+                KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
   at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_, at.kv_type = kv_type_;

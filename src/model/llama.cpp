@@ -1,7 +1,7 @@
-// The verifier forward on Vulkan. Per layer (7 dispatches whatever N, where the matmul kernel
-// folds the norms and the GLU; 10 otherwise):
-//   [rmsnorm →] qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k together →
-//   k, v rows into the cache → tree/causal attention → o matmul accumulating into the residual →
+// The verifier forward on Vulkan. Per layer (6 dispatches whatever N, where the matmul kernel
+// folds the norms and the GLU; 9 otherwise):
+//   [rmsnorm →] qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k, and the k, v
+//   rows into the cache, in one pass → tree/causal attention → o matmul accumulating into the residual →
 //   [rmsnorm →] gate|up matmul [→ silu·mul] → down matmul accumulating into the residual.
 // Every kernel is batch-invariant, so a row's logits do not depend on N.
 #include "vkspec/model.hpp"
@@ -395,12 +395,11 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
     qa.bias = cfg.qkv_bias ? &L.qkv_bias : nullptr;
     qa.norm = &L.attn_norm, qa.norm_eps = cfg.rms_eps, qa.norm_scratch = xn;
     matmul(seq, L.wqkv, x, qkv, N, qa);
-    // q and k are adjacent in each qkv row: normalize (Qwen3) and rotate them as H + Hkv heads
-    // of width D, one pass each.
+    // q and k are adjacent in each qkv row: normalize them (Qwen3) as H + Hkv heads of width D.
     if (cfg.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg.rms_eps);
-    rope(seq, qkv, pos, N, H + Hkv, D, D, rope_args());
-    // K and V rows go to cache slots t .. t+N-1 (row r: qkv[r][HD .. HD+kv) and [HD+kv .. HD+2kv)).
-    kv_write(seq, qkv, HD, HD + kv, N, kv, kv_cache, a.t);
+    // One pass: q rotated in place; K rotated and V (row r: qkv[r][HD .. HD+kv) and
+    // [HD+kv .. HD+2kv)) into cache slots t .. t+N-1.
+    rope_kv_write(seq, qkv, pos, N, H, D, D, rope_args(), HD, HD + kv, kv, kv_cache, a.t);
     AttentionArgs at;
     at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
     at.q = qkv;

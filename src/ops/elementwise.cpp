@@ -84,6 +84,51 @@ void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uint32_t N
                groups(f16 ? kv / 2 : kv, wg_of(p)), N, 1, "kv_write");
 }
 
+void rope_kv_write(Sequence& seq, Mat x, const RopePositions& pos, uint32_t N, uint32_t H, uint32_t D, uint32_t n_rot,
+                   const RopeArgs& r, uint32_t k_col, uint32_t v_col, uint32_t kv, const KvLayer& cache, Dyn slot,
+                   KernelConfig cfg) {
+  const bool f16 = cache.type == KvType::F16;
+  assert(n_rot % 2 == 0 && n_rot <= D && kv % D == 0);
+  assert(!f16 || (kv % 2 == 0 && cache.k_base % 2 == 0 && cache.v_base % 2 == 0));  // whole u32 words
+  // The step state, when either dynamic scalar reads it (both read the same buffer if both do).
+  const Buffer* state = pos.first.fixed() ? slot.state : pos.first.state;
+  assert(slot.fixed() || slot.state == state);
+  struct Push {
+    uint32_t H, D, n_rot, x_offset, x_stride, pos_offset, mode;
+    float theta, freq_scale;
+    uint32_t has_factors, has_table, first, first_slot, step;
+    uint32_t kv, k_col, v_col, slot, slot_slot, k_base, v_base;
+  } push{H,
+         D,
+         n_rot,
+         x.offset,
+         x.stride,
+         pos.offset,
+         uint32_t(r.mode),
+         r.theta,
+         r.freq_scale,
+         r.factors != nullptr,
+         pos.table != nullptr,
+         pos.first.base,
+         pos.first.slot,
+         pos.step,
+         kv,
+         k_col,
+         v_col,
+         slot.base,
+         slot.slot,
+         cache.k_base,
+         cache.v_base};
+  static_assert(sizeof(Push) == 84);
+  const Pipeline& p = simple_pipeline(seq.context(), f16 ? "rope_kv_f16" : "rope_kv", 6, sizeof(Push), cfg);
+  const Buffer& table = pos.table ? *pos.table : *x.buf;  // bound but never read without one
+  const uint64_t items = uint64_t(H) * (n_rot / 2) + 2ull * (f16 ? kv / 2 : kv);
+  seq.dispatch(p,
+               {x.out(), in(table), in(r.factors ? *r.factors : table), out(*cache.k), out(*cache.v),
+                in(state ? *state : table)},
+               push, groups(items, wg_of(p)), N, 1, "rope_kv_write");
+}
+
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg) {
   struct Push {
     uint32_t cols, src_offset, src_stride, dst_offset, dst_stride, row0, row0_slot;

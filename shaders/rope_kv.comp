@@ -1,0 +1,91 @@
+#version 450
+// A forward layer's RoPE and K/V store in one pass (rope.comp + kv_write.comp): in row r of a
+// qkv projection, the H query heads (width D, from column 0) rotate in place; the Hkv key heads
+// (from k_col) are rotated on their way into cache row slot + r, and the values (from v_col) are
+// copied into the V cache. The K columns of the qkv row are left as the projection wrote them.
+// Rotation as in rope.comp (MODE 0 pairs (2i, 2i+1), MODE 1 halves (i, i + n_rot/2), the first
+// n_rot dims of a head); row r at rope_position(r) (rope.glsl); the slot is a dynamic scalar.
+//
+// Row r is gl_WorkGroupID.y. Its work items: H·n_rot/2 query pairs, then U key units, then U value
+// units, where a unit is one cache word: an f16 pair packed in a u32 (KV_F16, low half first,
+// even kv) or one f32 value. k_base / v_base: the layer's first value in its cache buffer.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+
+layout(set = 0, binding = 0, std430) buffer X { float x[]; };
+layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; };
+layout(set = 0, binding = 2, std430) readonly buffer Factors { float factors[]; };
+#ifdef KV_F16
+layout(set = 0, binding = 3, std430) writeonly buffer KC { uint kc[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer VC { uint vc[]; };
+#else
+layout(set = 0, binding = 3, std430) writeonly buffer KC { float kc[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer VC { float vc[]; };
+#endif
+#define DYN_BINDING 5
+#include "dyn.glsl"
+layout(push_constant) uniform Push {
+  uint H, D, n_rot, x_offset, x_stride, pos_offset, mode;
+  float theta, freq_scale;
+  uint has_factors, has_table, first, first_slot, step;
+  uint kv, k_col, v_col, slot, slot_slot, k_base, v_base;
+} pc;
+#include "rope.glsl"
+
+// Dim d of the head whose first value is x[base], rotated at position p (unrotated past n_rot).
+float rotated(uint base, uint d, int p) {
+  if (d >= pc.n_rot) return x[base + d];
+  const uint half_rot = pc.n_rot / 2;
+  const bool second = pc.mode == 0 ? (d & 1u) != 0 : d >= half_rot;
+  const uint i = pc.mode == 0 ? d / 2 : (second ? d - half_rot : d);
+  const uint a = pc.mode == 0 ? base + 2 * i : base + i;
+  const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
+  const vec2 cs = rope_cos_sin(i, p);
+  const float x0 = x[a], x1 = x[b];
+  return second ? x0 * cs.y + x1 * cs.x : x0 * cs.x - x1 * cs.y;
+}
+
+void main() {
+  const uint half_rot = pc.n_rot / 2, r = gl_WorkGroupID.y;
+  const uint row = pc.x_offset + r * pc.x_stride;
+  const uint nq = pc.H * half_rot;
+#ifdef KV_F16
+  const uint U = pc.kv / 2, E = 2;
+#else
+  const uint U = pc.kv, E = 1;
+#endif
+  uint g = gl_GlobalInvocationID.x;
+  if (g < nq) {  // a query pair, in place
+    const uint i = g % half_rot, base = row + (g / half_rot) * pc.D;
+    const uint a = pc.mode == 0 ? base + 2 * i : base + i;
+    const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
+    const vec2 cs = rope_cos_sin(i, rope_position(r));
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * cs.x - x1 * cs.y;
+    x[b] = x0 * cs.y + x1 * cs.x;
+    return;
+  }
+  g -= nq;
+  if (g >= 2 * U) return;
+  const uint cache_row = dyn(pc.slot, pc.slot_slot) + r;
+  const bool key = g < U;
+  const uint u = key ? g : g - U, e = u * E;  // first value of the unit within the K / V row
+  float v0, v1 = 0.0;
+  if (key) {
+    const int p = rope_position(r);
+    const uint k0 = row + pc.k_col;
+    v0 = rotated(k0 + (e / pc.D) * pc.D, e % pc.D, p);
+    if (E == 2) v1 = rotated(k0 + ((e + 1) / pc.D) * pc.D, (e + 1) % pc.D, p);
+  } else {
+    v0 = x[row + pc.v_col + e];
+    if (E == 2) v1 = x[row + pc.v_col + e + 1];
+  }
+#ifdef KV_F16
+  const uint w = packHalf2x16(vec2(v0, v1));
+  if (key) kc[pc.k_base / 2 + cache_row * U + u] = w;
+  else vc[pc.v_base / 2 + cache_row * U + u] = w;
+#else
+  if (key) kc[pc.k_base + cache_row * U + u] = v0;
+  else vc[pc.v_base + cache_row * U + u] = v0;
+#endif
+}
