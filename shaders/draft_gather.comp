@@ -1,7 +1,7 @@
 #version 450
 // Inputs of one draft level (DESIGN.md §2, EAGLE-2 expansion): for each of the K frontier nodes
-// of level l, its token, its parent's head output h (the feature the head continues from) and its
-// attention mask row over the head's draft slots.
+// of level l, its token, its parent's head output h (the feature the head continues from; row f
+// of feat from feat_offset on) and its attention mask row over the head's draft slots.
 //   level 1: every node's parent is the root, whose h is row `root_row` of `h_prev`.
 //   level l >= 2: frontier[f] is a pool index base + r*K + j, whose parent ran as row r of the
 //   previous level, so parent_row = (frontier[f] - base) / K.
@@ -16,13 +16,13 @@ layout(set = 0, binding = 3, std430) writeonly buffer Tok { uint tok[]; };
 layout(set = 0, binding = 4, std430) writeonly buffer Feat { float feat[]; };
 layout(set = 0, binding = 5, std430) buffer Mask { uint mask[]; };  // (levels*K, words)
 layout(push_constant) uniform Push {
-  uint K, level, base, frontier_offset, root_row, C, h_stride, feat_stride, words;
+  uint K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
 } pc;
 void main() {
   const uint f = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
   const uint node = frontier[pc.frontier_offset + f];
   const uint prow = pc.level == 1 ? pc.root_row : (node - pc.base) / pc.K;
-  for (uint c = lid; c < pc.C; c += WG) feat[f * pc.feat_stride + c] = h_prev[prow * pc.h_stride + c];
+  for (uint c = lid; c < pc.C; c += WG) feat[pc.feat_offset + f * pc.feat_stride + c] = h_prev[prow * pc.h_stride + c];
   const uint row = (pc.level - 1) * pc.K + f;
   for (uint w = lid; w < pc.words; w += WG) {
     uint bits = pc.level == 1 ? 0u : mask[((pc.level - 2) * pc.K + prow) * pc.words + w];

@@ -145,14 +145,22 @@ class EagleHead {
     uint32_t mask_offset = 0, mask_words = 0;
     // Logits for rows logits_from..N-1 (none when logits_from >= N) — or, with `root`, only for
     // row root_row, whose h is first copied to the root slot (row root_slot() of hidden() and
-    // logits()): the draft's root when the row depends on the last step's accepted length.
+    // logits(), which later forwards of up to max_rows rows leave alone): the draft's root when
+    // the row depends on the last step's accepted length.
     uint32_t logits_from = 0;
     bool root = false;
     Dyn root_row;
   };
   void forward(Sequence& seq, const ForwardArgs& a);
-  // (max_rows + 1, C) head output h (EAGLE-3: before its final norm: what is fed back)
-  Mat hidden() const { return {&h_, 0, pad4(uint32_t(config().C))}; }
+  // (max_rows + 1, C) head output h (EAGLE-3: before its final norm: what is fed back). It is the
+  // residual stream itself: valid until the next forward starts.
+  Mat hidden() const { return {&x_, 0, pad4(uint32_t(config().C))}; }
+  // Where an EAGLE-1/2 forward reads its features: a caller that writes them here (rows 0..N-1)
+  // and passes this Mat as ForwardArgs::features saves the forward's copy. EAGLE-3: none (buf null).
+  Mat feature_input() const {
+    const uint32_t C = uint32_t(config().C);
+    return eagle3() ? Mat{} : Mat{&cat_, C, pad4(2 * C)};
+  }
   // (max_rows + 1, V) over the verifier's vocabulary; an EAGLE-3 head's ids outside its draft
   // vocabulary are -inf (probability 0).
   Mat logits() const { return {&logits_, 0, pad4(uint32_t(config().V))}; }
@@ -177,7 +185,7 @@ class EagleHead {
   KvType kv_type_ = KvType::F16;
   Buffer k_, v_;
   void layer(Sequence& seq, const ForwardArgs& a, Mat attn_in);
-  Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, h_, logits_;
+  Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, logits_;
   std::vector<VkBufferCopy> regions_;
 };
 

@@ -218,10 +218,10 @@ void check_head_fits(const HeadConfig& c, const LlamaConfig& vc, const std::stri
 namespace {
 // Widths of a head state's scratch buffers (each (max_rows + 1, width) f32, the + 1 the root
 // slot): cat, x, xn, qkv, attn, gu, act, h, logits.
-std::array<uint64_t, 9> head_scratch_widths(const HeadConfig& c) {
+std::array<uint64_t, 8> head_scratch_widths(const HeadConfig& c) {
   const uint32_t C = uint32_t(c.C), HD = uint32_t(c.H * c.D), KV = uint32_t(c.Hkv * c.D);
   return {pad4(2 * C), pad4(C), pad4(C), pad4(HD + 2 * KV), pad4(HD), pad4(uint32_t(2 * c.F)), pad4(uint32_t(c.F)),
-          pad4(C), pad4(uint32_t(c.V))};
+          pad4(uint32_t(c.V))};
 }
 uint64_t head_kv_bytes(const HeadConfig& c, uint32_t capacity, KvType t) {  // one of K, V
   return std::max<uint64_t>(16, uint64_t(capacity) * uint64_t(c.Hkv) * c.D * kv_value_bytes(t));
@@ -393,14 +393,13 @@ EagleHead::EagleHead(std::shared_ptr<const EagleHeadWeights> weights, const Llam
                 std::to_string(ctx.caps().max_storage_buffer_range >> 20) + " MiB; use a smaller --ctx");
   k_ = Buffer(ctx, kv_bytes);
   v_ = Buffer(ctx, kv_bytes);
-  const std::array<uint64_t, 9> w = head_scratch_widths(c);
-  Buffer* scratch[9] = {&cat_, &x_, &xn_, &qkv_, &attn_, &gu_, &act_, &h_, &logits_};
+  const std::array<uint64_t, 8> w = head_scratch_widths(c);
+  Buffer* scratch[8] = {&cat_, &x_, &xn_, &qkv_, &attn_, &gu_, &act_, &logits_};
   for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, (uint64_t(max_rows_) + 1) * w[i] * 4);
 }
 
 uint64_t EagleHead::scratch_bytes() const {
-  return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + h_.size() +
-         logits_.size();
+  return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + logits_.size();
 }
 
 // The decoder layer both kinds share: attention over `attn_in` (x itself for EAGLE-1/2, which has
@@ -439,7 +438,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   if (N == 0 || N > max_rows_ || (a.kv_slot.fixed() && a.kv_slot.base + N > cap_))
     throw Error("draft head forward over " + std::to_string(N) + " rows at slot " + std::to_string(a.kv_slot.base) +
                 " does not fit (max rows " + std::to_string(max_rows_) + ", capacity " + std::to_string(cap_) + ")");
-  const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, h{&h_, 0, pad4(C)};
+  const Mat cat{&cat_, 0, C2}, x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)};
   MatmulArgs la;  // the logits matmul: EAGLE-3 folds its own norm in and masks non-draft ids
   const DeviceWeight* lm = &verifier_.lm_head();
   if (cfg.eagle3) {
@@ -457,23 +456,25 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   } else {
     // concat(embed(token), feature): embedding first, as the EAGLE reference code does.
     embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
-    regions_.clear();
-    for (uint32_t r = 0; r < N; ++r)
-      regions_.push_back({uint64_t(a.features.offset + r * a.features.stride) * 4, (uint64_t(r) * C2 + C) * 4,
-                          uint64_t(C) * 4});
-    seq.copy(*a.features.buf, cat_, regions_);
+    const Mat in = feature_input();
+    if (a.features.buf != in.buf || a.features.offset != in.offset || a.features.stride != in.stride) {
+      regions_.clear();
+      for (uint32_t r = 0; r < N; ++r)
+        regions_.push_back({uint64_t(a.features.offset + r * a.features.stride) * 4, (uint64_t(r) * C2 + C) * 4,
+                            uint64_t(C) * 4});
+      seq.copy(*a.features.buf, cat_, regions_);
+    }
     MatmulArgs fa;
     fa.bias = &w.fc_bias_;
     matmul(seq, w.fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
     layer(seq, a, x);                   // EAGLE's layer 0 has no input_layernorm
   }
-  // h: EAGLE-1/2 feed it straight to the verifier's lm_head; EAGLE-3 through its norm and lm_head.
-  seq.copy(x_, 0, h_, 0, uint64_t(N) * pad4(C) * 4);
+  // h = x: EAGLE-1/2 feed it straight to the verifier's lm_head; EAGLE-3 through its norm and lm_head.
   if (a.root) {
-    copy_rows(seq, h, a.root_row, h.row(root_slot()), 1, C);
-    matmul(seq, *lm, h.row(root_slot()), logits().row(root_slot()), 1, la);
+    copy_rows(seq, x, a.root_row, x.row(root_slot()), 1, C);
+    matmul(seq, *lm, x.row(root_slot()), logits().row(root_slot()), 1, la);
   } else if (a.logits_from < N) {
-    matmul(seq, *lm, h.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from, la);
+    matmul(seq, *lm, x.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from, la);
   }
 }
 

@@ -11,7 +11,7 @@ namespace vkspec::speculative {
 namespace {
 
 struct GatherPush {
-  uint32_t K, level, base, frontier_offset, root_row, C, h_stride, feat_stride, words;
+  uint32_t K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
 };
 
 class EagleDrafter final : public Drafter {
@@ -76,14 +76,16 @@ class EagleDrafter final : public Drafter {
     uint32_t base = 1;  // pool index of the first candidate of the current level
     for (uint32_t l = 1; l < D; ++l) {
       // The level-l frontier through the head: tokens, parents' h and mask rows first.
-      GatherPush gp{K, l, base, (l - 1) * K, root, C_, head_.hidden().stride, pad4(C_), words_};
+      // The parents' h straight into the head's feature input where it has one (EAGLE-1/2).
+      const Mat feat = head_.feature_input().buf ? head_.feature_input() : Mat{&feat_, 0, pad4(C_)};
+      GatherPush gp{K, l, base, (l - 1) * K, root, C_, head_.hidden().stride, feat.offset, feat.stride, words_};
       seq.dispatch(*gather_,
-                   {in(pool_.token), in(frontier_), in(*head_.hidden().buf), out(tok_), out(feat_), out(mask_)}, gp, K,
-                   1, 1, "draft_gather");
+                   {in(pool_.token), in(frontier_), in(*head_.hidden().buf), out(tok_), feat.out(), out(mask_)}, gp,
+                   K, 1, 1, "draft_gather");
       EagleHead::ForwardArgs a;
       a.N = K, a.t = b.t(), a.kv_slot = b.t() + (l - 1) * K;
       a.tokens = &tok_, a.tok_offset = 0;
-      a.features = Mat{&feat_, 0, pad4(C_)};
+      a.features = feat;
       a.pos_first = b.t() + (l - 1), a.pos_step = 0;  // every depth-l node sits at head position t + l - 1
       a.mask = &mask_, a.mask_offset = (l - 1) * K * words_, a.mask_words = words_;
       head_.forward(seq, a);
