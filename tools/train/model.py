@@ -8,6 +8,7 @@ Draft-head RoPE convention: Hugging Face rotate_half, pairs (i, i + D/2),
 angle = pos * theta^(-2i/D) -- the head files are HF layout.
 """
 import math
+import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -198,3 +199,32 @@ def verifier_taps(v, idx, points):
         x = l(x)
     rows[len(v.layers)] = x
     return torch.cat([rows[p] for p in points], dim=-1), v.lm_head(v.norm(x))
+
+
+def resume(ck, model, opt, what, check=None):
+    """(step, elapsed seconds) of the checkpoint ck, loaded into model and opt; (0, 0.0) without one.
+    check(state) may refuse a checkpoint (sys.exit) before anything is loaded."""
+    if not os.path.exists(ck):
+        return 0, 0.0
+    s = torch.load(ck)
+    if check:
+        check(s)
+    model.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
+    print(f"resumed {what} at step {s['step']}", flush=True)
+    return s["step"], s["elapsed"]
+
+
+def save_checkpoint(ck, model, opt, step, elapsed, **extra):
+    """Writes ck atomically (a .tmp file renamed over it), for resume()."""
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed, **extra},
+               ck + ".tmp")
+    os.replace(ck + ".tmp", ck)
+
+
+def optimize(model, opt, loss, clip):
+    """One optimizer step on loss, the gradient norm clipped to clip."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+

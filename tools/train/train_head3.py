@@ -27,7 +27,7 @@ import torch.nn.functional as F
 torch.set_num_threads(1)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import Eagle3Head, EagleHead, verifier_taps
+from model import Eagle3Head, EagleHead, optimize, resume, save_checkpoint, verifier_taps
 from export_heads import NAMES, read_safetensors
 import train_heads
 from train_heads import WORK, load_verifier, batch_at, head_cfg, HP as HP1
@@ -77,12 +77,7 @@ def train():
     opt = torch.optim.AdamW(head.parameters(), lr=HP["lr"], betas=(0.9, 0.95), weight_decay=0.0)
     ck = os.path.join(WORK, "head3_ckpt.pt")
     logf = open(os.path.join(WORK, "head3_log.txt"), "a")
-    step, elapsed = 0, 0.0
-    if os.path.exists(ck):
-        s = torch.load(ck)
-        head.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
-        step, elapsed = s["step"], s["elapsed"]
-        print(f"resumed head3 at step {step}", flush=True)
+    step, elapsed = resume(ck, head, opt, "head3")
     t0 = time.time()
     while step < HP["steps"]:
         for g in opt.param_groups:
@@ -98,19 +93,14 @@ def train():
             ces.append(ce.item())
             if k == 0:
                 acc = (ids[lg.argmax(-1)] == vl[:, 1:].argmax(-1)).float().mean().item()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
+        optimize(head, opt, loss, 1.0)
         step += 1
         if step % 20 == 0:
             msg = (f"head3 step {step} loss {loss.item():.4f} ce " + " ".join(f"{c:.4f}" for c in ces)
                    + f" acc1 {acc:.3f} time {elapsed + time.time() - t0:.0f}s")
             print(msg, flush=True); logf.write(msg + "\n"); logf.flush()
         if step % HP["ckpt_every"] == 0 or step == HP["steps"]:
-            torch.save({"model": head.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": elapsed + time.time() - t0}, ck + ".tmp")
-            os.replace(ck + ".tmp", ck)
+            save_checkpoint(ck, head, opt, step, elapsed + time.time() - t0)
     torch.save({"cfg": head_cfg(vcfg), "model": head.state_dict(), "steps": step, "hp": HP,
                 "points": POINTS, "draft_ids": ids, "train_seconds": elapsed + time.time() - t0},
                os.path.join(WORK, "head3.pt"))

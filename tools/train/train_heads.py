@@ -36,7 +36,7 @@ import torch.nn.functional as F
 torch.set_num_threads(1)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import Verifier, EagleHead
+from model import Verifier, EagleHead, optimize, resume, save_checkpoint
 
 WORK = os.environ.get("TRAIN_WORK", os.path.join(HERE, "work"))
 HP = dict(steps=int(os.environ.get("HEAD_STEPS", 900)), batch=8, seq=256, lr=2e-3, min_lr=1e-4,
@@ -111,14 +111,10 @@ def train(n):
     opt = torch.optim.AdamW(head.parameters(), lr=HP["lr"], betas=(0.9, 0.95), weight_decay=HP["wd"])
     ck = os.path.join(WORK, f"head{n}_ckpt.pt")
     logf = open(os.path.join(WORK, f"head{n}_log.txt"), "a")
-    step, elapsed = 0, 0.0
-    if os.path.exists(ck):
-        s = torch.load(ck)
+    def same_data(s):
         if s.get("data", "all") != data:
             sys.exit(f"{ck} was trained on HEAD_DATA={s.get('data', 'all')}, not {data}: remove it")
-        head.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
-        step, elapsed = s["step"], s["elapsed"]
-        print(f"resumed head{n} at step {step}", flush=True)
+    step, elapsed = resume(ck, head, opt, f"head{n}", same_data)
     t0 = time.time()
     while step < HP["steps"]:
         for g in opt.param_groups:
@@ -138,10 +134,7 @@ def train(n):
         h2, lg2 = head_pass(head, v, x, f2)
         loss2, ce2 = losses(h2, lg2, f, vl, w)
         loss = loss1 + HP["UW"] * loss2
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
+        optimize(head, opt, loss, 1.0)
         step += 1
         if step % 20 == 0:
             acc = (lg.argmax(-1) == vl[:, 1:].argmax(-1)).float().mean().item()
@@ -149,9 +142,7 @@ def train(n):
                    f"acc1 {acc:.3f} time {elapsed + time.time() - t0:.0f}s")
             print(msg, flush=True); logf.write(msg + "\n"); logf.flush()
         if step % HP["ckpt_every"] == 0 or step == HP["steps"]:
-            torch.save({"model": head.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": elapsed + time.time() - t0, "data": data}, ck + ".tmp")
-            os.replace(ck + ".tmp", ck)
+            save_checkpoint(ck, head, opt, step, elapsed + time.time() - t0, data=data)
     torch.save({"cfg": head_cfg(vcfg), "model": head.state_dict(), "steps": step, "hp": HP,
                 "data": data, "train_seconds": elapsed + time.time() - t0},
                os.path.join(WORK, f"head{n}.pt"))

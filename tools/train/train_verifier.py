@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import Verifier
+from model import Verifier, optimize, resume, save_checkpoint
 
 WORK = os.environ.get("TRAIN_WORK", os.path.join(os.path.dirname(os.path.abspath(__file__)), "work"))
 CFG = dict(vocab=256, dim=192, n_layer=6, n_head=6, n_kv=3, ffn=512, eps=1e-5,
@@ -68,13 +68,8 @@ def main():
                             lr=HP["lr"], betas=(HP["beta1"], HP["beta2"]))
     ck = os.path.join(WORK, "verifier_ckpt.pt")
     logf = os.path.join(WORK, "verifier_log.txt")
-    step, elapsed = 0, 0.0
-    if os.path.exists(ck):
-        s = torch.load(ck)
-        model.load_state_dict(s["model"]); opt.load_state_dict(s["opt"])
-        step, elapsed = s["step"], s["elapsed"]
-        print(f"resumed at step {step}", flush=True)
-    else:
+    step, elapsed = resume(ck, model, opt, "verifier")
+    if step == 0:
         with open(logf, "w") as f:
             f.write(json.dumps({"cfg": CFG, "hp": HP,
                                 "params": sum(p.numel() for p in model.parameters())}) + "\n")
@@ -86,10 +81,7 @@ def main():
         x = batch_at(train, step, HP["batch"], HP["seq"])
         logits = model(x[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), HP["clip"])
-        opt.step()
+        optimize(model, opt, loss, HP["clip"])
         step += 1
         if step % 20 == 0:
             el = elapsed + time.time() - t0
@@ -99,9 +91,7 @@ def main():
             print(msg, flush=True); log.write(msg + "\n"); log.flush()
         if step % HP["ckpt_every"] == 0 or step == HP["steps"]:
             el = elapsed + time.time() - t0
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": el}, ck + ".tmp")
-            os.replace(ck + ".tmp", ck)
+            save_checkpoint(ck, model, opt, step, el)
     torch.save({"cfg": CFG, "model": model.state_dict(), "steps": step,
                 "train_seconds": elapsed + time.time() - t0}, os.path.join(WORK, "verifier.pt"))
     print("done", flush=True)
