@@ -6,6 +6,7 @@
 
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
+#include "vkspec/autotune.hpp"
 #include "vkspec/engine.hpp"
 
 using namespace vkspec;
@@ -146,3 +147,22 @@ TEST_CASE_FIXTURE(VkTest, "shared weights: two generation states on one copy of 
   Engine e(ctx, later, nullptr, nullptr, EngineOptions{});
   CHECK(e.generate(p1, 60).tokens == want1);
 }
+
+TEST_CASE("pick_trial: a speculative candidate is chosen only when it beat ar by the margin") {
+  auto trial = [](Strategy s, uint32_t b, double tps, const char* skipped = "") {
+    AutoTrial t;
+    t.strategy = s, t.budget = b, t.tokens_per_s = tps, t.skipped = skipped;
+    return t;
+  };
+  const std::vector<AutoTrial> close = {trial(Strategy::AR, 0, 400), trial(Strategy::Single1, 4, 440),
+                                        trial(Strategy::Merge, 8, 300)};
+  CHECK(pick_trial(close) == 0);         // 1.10x: within the noise, ar
+  CHECK(pick_trial(close, 1.05) == 1);   // a smaller margin takes it
+  const std::vector<AutoTrial> clear = {trial(Strategy::AR, 0, 400), trial(Strategy::Single1, 4, 470),
+                                        trial(Strategy::Merge, 8, 620), trial(Strategy::Route, 8, 900, "refused")};
+  CHECK(pick_trial(clear) == 2);         // the fastest that ran; a skipped trial never wins
+  CHECK(pick_trial({trial(Strategy::AR, 0, 400)}) == 0);
+  CHECK(pick_trial({trial(Strategy::AR, 0, 100), trial(Strategy::Merge, 8, 0, "refused")}) == 0);
+  CHECK_THROWS_WITH_AS(pick_trial({trial(Strategy::Merge, 8, 500)}), doctest::Contains("ar must be the first"), Error);
+}
+

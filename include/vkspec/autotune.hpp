@@ -27,15 +27,24 @@ struct AutoChoice {
   std::vector<AutoTrial> trials;
 };
 
+// How much faster than `ar` a speculative candidate must have run in the trial to be chosen. A
+// short trial on a device whose speed swings from run to run (lavapipe: ±40%) otherwise picks a
+// configuration that is slower than plain decoding as often as not when the two are close.
+inline constexpr double kAutoMinGain = 1.15;
+
 // Runs every (strategy, budget) candidate, and always `ar`, for n_trial tokens of `prompt`, in
 // `rounds` interleaved rounds (so a slow spell of a shared machine hits every candidate alike),
-// keeps each candidate's best tokens/s and returns the fastest. `ar` is a candidate, so the choice
-// is never one the trial measured slower than plain decoding. Configurations the engine refuses
-// (a budget past the tree kernels' limits, a missing head) are reported in `trials` and skipped.
+// keeps each candidate's best tokens/s and returns pick_trial's choice. Configurations the engine
+// refuses (a budget past the tree kernels' limits, a missing head) are reported in `trials` and
+// skipped.
 AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
                            const EngineOptions& base, const std::vector<Strategy>& strategies,
                            const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& prompt,
-                           uint32_t n_trial = 32, uint32_t rounds = 2,
+                           uint32_t n_trial = 32, uint32_t rounds = 3,
                            const std::function<void(const AutoTrial&)>& on_trial = {});
+
+// The index in `trials` (trials[0] is `ar`) of the fastest candidate that ran, if it beat `ar` by
+// at least min_gain; otherwise 0 (`ar`).
+size_t pick_trial(const std::vector<AutoTrial>& trials, double min_gain = kAutoMinGain);
 
 }  // namespace vkspec

@@ -95,7 +95,7 @@ static int run_generate(const std::vector<std::string>& argv) {
     }
     const std::vector<uint32_t> budgets = auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget};
     const AutoChoice c = choose_by_trial(
-        *s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine, strategies, budgets, ids, std::min<uint32_t>(n, 32), 2,
+        *s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine, strategies, budgets, ids, std::min<uint32_t>(n, 32), 3,
         [&](const AutoTrial& t) {
           if (!t.skipped.empty())
             std::fprintf(stderr, "auto: %-10s budget %3u: skipped (%s)\n", strategy_name(t.strategy), t.budget,
@@ -129,7 +129,10 @@ static int run_generate(const std::vector<std::string>& argv) {
   GenerateStats st = engine.generate(ids, n, stream);
   if (json) {
     nlohmann::json j = stats_json(st, s);
-    if (!auto_json.is_null()) j["auto_trials"] = auto_json;
+    if (!auto_json.is_null()) {
+      j["auto_trials"] = auto_json;
+      j["auto_min_gain"] = kAutoMinGain;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (dec) std::fputs(dec->flush().c_str(), stdout);

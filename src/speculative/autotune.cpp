@@ -43,15 +43,21 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
       if (r + 1 == rounds || !t.skipped.empty())
         if (on_trial) on_trial(t);
     }
-  const AutoTrial* best = &out.trials.front();
-  for (const AutoTrial& t : out.trials)
-    if (t.skipped.empty() && t.tokens_per_s > best->tokens_per_s) best = &t;
+  const AutoTrial* best = &out.trials[pick_trial(out.trials)];
   out.options = base;
   out.options.strategy = best->strategy;
   if (best->strategy != Strategy::AR) out.options.budget = best->budget;
   out.tokens_per_s = best->tokens_per_s;
   out.ar_tokens_per_s = out.trials.front().tokens_per_s;
   return out;
+}
+
+size_t pick_trial(const std::vector<AutoTrial>& trials, double min_gain) {
+  if (trials.empty() || trials.front().strategy != Strategy::AR) throw Error("automatic choice: ar must be the first trial");
+  size_t best = 0;
+  for (size_t i = 1; i < trials.size(); ++i)
+    if (trials[i].skipped.empty() && (best == 0 || trials[i].tokens_per_s > trials[best].tokens_per_s)) best = i;
+  return best != 0 && trials[best].tokens_per_s >= min_gain * trials.front().tokens_per_s ? best : 0;
 }
 
 }  // namespace vkspec
