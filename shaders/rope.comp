@@ -1,8 +1,6 @@
 #version 450
 // In-place rotary embedding of x(T, H, D); row t at rope_position(t) (rope.glsl).
-// MODE 0: consecutive pairs (2i, 2i+1) — GGUF/llama.cpp "normal" order.
-// MODE 1: halves (i, i + n_rot/2) — Hugging Face rotate_half (llama.cpp "neox") order.
-// Only the first n_rot dims of each head rotate. One invocation per pair.
+// Pairs as rope_pair orders them (pc.mode). Only the first n_rot dims of each head rotate. One invocation per pair.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 
@@ -24,10 +22,8 @@ void main() {
   if (g >= pc.T * pc.H * half_rot) return;
   const uint i = g % half_rot, h = (g / half_rot) % pc.H, t = g / (half_rot * pc.H);
   const uint base = pc.x_offset + t * pc.x_stride + h * pc.D;
-  const uint a = pc.mode == 0 ? base + 2 * i : base + i;
-  const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
-  const vec2 cs = rope_cos_sin(i, rope_position(t));
-  const float x0 = x[a], x1 = x[b];
-  x[a] = x0 * cs.x - x1 * cs.y;
-  x[b] = x0 * cs.y + x1 * cs.x;
+  const uvec2 ab = rope_pair(base, i);
+  const vec2 v = rope_rotate(base, i, rope_position(t));
+  x[ab.x] = v.x;
+  x[ab.y] = v.y;
 }

@@ -1,6 +1,6 @@
-// RoPE angles, shared by rope.comp and rope_kv.comp. The including shader declares the push
-// block `pc` with theta, n_rot, freq_scale, has_factors, has_table, pos_offset, first,
-// first_slot and step, the buffers `pos` and `factors`, and includes dyn.glsl first.
+// RoPE, shared by rope.comp and rope_kv.comp. The including shader declares the push block `pc`
+// with mode, theta, n_rot, freq_scale, has_factors, has_table, pos_offset, first, first_slot and
+// step, the buffers `x`, `pos` and `factors`, and includes dyn.glsl first.
 //
 // Row t's position: pos[pos_offset + t] from a table (has_table), plus first + step * t, where
 // `first` is a dynamic scalar (a causal run is first = t0, step 1; a draft level's rows share one
@@ -20,4 +20,18 @@ vec2 rope_cos_sin(uint i, int p) {
   if (pc.has_factors != 0) ang /= factors[i];
   ang *= pc.freq_scale;
   return vec2(cos(ang), sin(ang));
+}
+
+// The two values pair i of the head at x[base] turns: MODE 0 (2i, 2i+1), GGUF/llama.cpp "normal"
+// order; MODE 1 (i, i + n_rot/2), Hugging Face rotate_half (llama.cpp "neox") order.
+uvec2 rope_pair(uint base, uint i) {
+  return pc.mode == 0 ? uvec2(base + 2 * i, base + 2 * i + 1) : uvec2(base + i, base + i + pc.n_rot / 2);
+}
+
+// Pair i of the head at x[base] turned to position p: its two new values, in rope_pair's order.
+vec2 rope_rotate(uint base, uint i, int p) {
+  const uvec2 ab = rope_pair(base, i);
+  const vec2 cs = rope_cos_sin(i, p);
+  const float x0 = x[ab.x], x1 = x[ab.y];
+  return vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
 }

@@ -37,12 +37,8 @@ float rotated(uint base, uint d, int p) {
   if (d >= pc.n_rot) return x[base + d];
   const uint half_rot = pc.n_rot / 2;
   const bool second = pc.mode == 0 ? (d & 1u) != 0 : d >= half_rot;
-  const uint i = pc.mode == 0 ? d / 2 : (second ? d - half_rot : d);
-  const uint a = pc.mode == 0 ? base + 2 * i : base + i;
-  const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
-  const vec2 cs = rope_cos_sin(i, p);
-  const float x0 = x[a], x1 = x[b];
-  return second ? x0 * cs.y + x1 * cs.x : x0 * cs.x - x1 * cs.y;
+  const vec2 v = rope_rotate(base, pc.mode == 0 ? d / 2 : (second ? d - half_rot : d), p);
+  return second ? v.y : v.x;
 }
 
 void main() {
@@ -57,12 +53,10 @@ void main() {
   uint g = gl_GlobalInvocationID.x;
   if (g < nq) {  // a query pair, in place
     const uint i = g % half_rot, base = row + (g / half_rot) * pc.D;
-    const uint a = pc.mode == 0 ? base + 2 * i : base + i;
-    const uint b = pc.mode == 0 ? a + 1 : a + half_rot;
-    const vec2 cs = rope_cos_sin(i, rope_position(r));
-    const float x0 = x[a], x1 = x[b];
-    x[a] = x0 * cs.x - x1 * cs.y;
-    x[b] = x0 * cs.y + x1 * cs.x;
+    const uvec2 ab = rope_pair(base, i);
+    const vec2 v = rope_rotate(base, i, rope_position(r));
+    x[ab.x] = v.x;
+    x[ab.y] = v.y;
     return;
   }
   g -= nq;
@@ -73,9 +67,15 @@ void main() {
   float v0, v1 = 0.0;
   if (key) {
     const int p = rope_position(r);
-    const uint k0 = row + pc.k_col;
-    v0 = rotated(k0 + (e / pc.D) * pc.D, e % pc.D, p);
-    if (E == 2) v1 = rotated(k0 + ((e + 1) / pc.D) * pc.D, (e + 1) % pc.D, p);
+    const uint k0 = row + pc.k_col, d = e % pc.D;
+    if (E == 2 && pc.mode == 0 && d + 1 < pc.n_rot && (d & 1u) == 0) {
+      // An f16 word of adjacent pairs holds one whole pair: one angle for both values.
+      const vec2 v = rope_rotate(k0 + (e / pc.D) * pc.D, d / 2, p);
+      v0 = v.x, v1 = v.y;
+    } else {
+      v0 = rotated(k0 + (e / pc.D) * pc.D, d, p);
+      if (E == 2) v1 = rotated(k0 + ((e + 1) / pc.D) * pc.D, (e + 1) % pc.D, p);
+    }
   } else {
     v0 = x[row + pc.v_col + e];
     if (E == 2) v1 = x[row + pc.v_col + e + 1];
