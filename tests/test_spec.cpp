@@ -162,6 +162,8 @@ TEST_CASE("pick_trial: a speculative candidate is chosen only when it beat ar by
                                         trial(Strategy::Merge, 8, 620), trial(Strategy::Route, 8, 900, "refused")};
   CHECK(pick_trial(clear) == 2);         // the fastest that ran; a skipped trial never wins
   CHECK(pick_trial({trial(Strategy::AR, 0, 400)}) == 0);
+  // A trial too short to time (-n 0): every rate 0, and ar stays.
+  CHECK(pick_trial({trial(Strategy::AR, 0, 0), trial(Strategy::Single1, 8, 0)}) == 0);
   CHECK(pick_trial({trial(Strategy::AR, 0, 100), trial(Strategy::Merge, 8, 0, "refused")}) == 0);
   CHECK_THROWS_WITH_AS(pick_trial({trial(Strategy::Merge, 8, 500)}), doctest::Contains("ar must be the first"), Error);
 }

@@ -44,7 +44,7 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
                            const std::function<void(const AutoTrial&)>& on_trial = {});
 
 // The index in `trials` (trials[0] is `ar`) of the fastest candidate that ran, if it beat `ar` by
-// at least min_gain; otherwise 0 (`ar`).
+// more than min_gain; otherwise 0 (`ar`).
 size_t pick_trial(const std::vector<AutoTrial>& trials, double min_gain = kAutoMinGain);
 
 }  // namespace vkspec
