@@ -18,21 +18,29 @@ layout(constant_id = 1) const uint DMAX = 256;      // max head width
 layout(constant_id = 2) const uint MAX_DEPTH = 64;  // max tree depth + 1 (chain rows: see CAUSAL)
 #include "reduce.glsl"
 
-layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer Q { float qin[]; } PAIRED(Q_);
+#define qin PAIR_AT(Q_).qin
 #ifdef KV_F16
 // f16 cache: value pairs packed in u32 words (packHalf2x16, low half = even value).
-layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 float k_at(uint e) { return unpackHalf2x16(kc[e >> 1])[e & 1u]; }
 float v_at(uint e) { return unpackHalf2x16(vc[e >> 1])[e & 1u]; }
 #else
-layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 float k_at(uint e) { return kc[e]; }
 float v_at(uint e) { return vc[e]; }
 #endif
-layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
-layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
+layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; } PAIRED(M_);  // (N, mask_words)
+#define mask PAIR_AT(M_).mask
+layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; } PAIRED(O_);
+#define o PAIR_AT(O_).o
 #define DYN_BINDING 5
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
@@ -59,7 +67,7 @@ void main() {
   const uint hk = h / (pc.H / pc.Hkv);
   const uint row_stride = pc.Hkv * pc.D;
 
-  for (uint d = lid; d < pc.D; d += WG) qs[d] = q[pc.q_offset + i * pc.q_stride + h * pc.D + d];
+  for (uint d = lid; d < pc.D; d += WG) qs[d] = qin[pc.q_offset + i * pc.q_stride + h * pc.D + d];
   if (lid == 0 && pc.causal == 0) {
     uint n = 0;
     for (uint w = 0; w < pc.mask_words; ++w) {

@@ -28,31 +28,35 @@ layout(constant_id = 1) const uint D = 32;  // head width (exact: loops unroll, 
 layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divisor of H / Hkv
 const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
 
-layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer Q { float qin[]; } PAIRED(Q_);
+#define qin PAIR_AT(Q_).qin
 // load_k / load_v(e, c): values 4c .. 4c+3 of the K / V row beginning at value e, zero past D
 // (a compile-time test once D is specialized, so full vec4s cost nothing extra).
 #if defined(KV_TEXEL) && defined(KV_F16)
 // f16 pairs through RGBA32UI texel views (8 values a texel; D % 8 == 0 and the bases are
 // multiples of 8, so rows start on a texel): half a texel per vec4.
-layout(set = 0, binding = 1) uniform usamplerBuffer k_tex;
-layout(set = 0, binding = 2) uniform usamplerBuffer v_tex;
+layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(k_tex_);
+layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(v_tex_);
 vec4 half4(uvec4 t, uint c) {
   const uvec2 w = (c & 1u) == 0u ? t.xy : t.zw;
   return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
 }
-vec4 load_k(uint e, uint c) { return half4(texelFetch(k_tex, int(e / 8 + c / 2)), c); }
-vec4 load_v(uint e, uint c) { return half4(texelFetch(v_tex, int(e / 8 + c / 2)), c); }
+vec4 load_k(uint e, uint c) { return half4(TEXEL_FETCH(k_tex, int(e / 8 + c / 2)), c); }
+vec4 load_v(uint e, uint c) { return half4(TEXEL_FETCH(v_tex, int(e / 8 + c / 2)), c); }
 #elif defined(KV_TEXEL)
 // K/V through RGBA32UI texel views (D % 4 == 0, so rows start on a texel): on CPU rasterizers a
 // texel fetch is one 16-byte gather per lane, a storage load a bounds-checked per-component loop.
-layout(set = 0, binding = 1) uniform usamplerBuffer k_tex;
-layout(set = 0, binding = 2) uniform usamplerBuffer v_tex;
-vec4 load_k(uint e, uint c) { return uintBitsToFloat(texelFetch(k_tex, int(e / 4 + c))); }
-vec4 load_v(uint e, uint c) { return uintBitsToFloat(texelFetch(v_tex, int(e / 4 + c))); }
+layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(k_tex_);
+layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(v_tex_);
+vec4 load_k(uint e, uint c) { return uintBitsToFloat(TEXEL_FETCH(k_tex, int(e / 4 + c))); }
+vec4 load_v(uint e, uint c) { return uintBitsToFloat(TEXEL_FETCH(v_tex, int(e / 4 + c))); }
 #elif defined(KV_F16)
 // f16 pairs in u32 words (D even, so a row starts on a word).
-layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer KC { uint kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 2, std430) readonly buffer VC { uint vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 vec4 load_k(uint e, uint c) {
   const uint w = e / 2 + 2 * c;
   return vec4(unpackHalf2x16(kc[w]), 4 * c + 2 < D ? unpackHalf2x16(kc[w + 1]) : vec2(0.0));
@@ -62,8 +66,10 @@ vec4 load_v(uint e, uint c) {
   return vec4(unpackHalf2x16(vc[w]), 4 * c + 2 < D ? unpackHalf2x16(vc[w + 1]) : vec2(0.0));
 }
 #else
-layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer KC { float kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 2, std430) readonly buffer VC { float vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 vec4 load_k(uint e, uint c) {
   vec4 r = vec4(0.0);
   [[unroll]] for (uint x = 0; x < 4; ++x)
@@ -77,8 +83,10 @@ vec4 load_v(uint e, uint c) {
   return r;
 }
 #endif
-layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; };  // (N, mask_words)
-layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; };
+layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; } PAIRED(M_);  // (N, mask_words)
+#define mask PAIR_AT(M_).mask
+layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; } PAIRED(O_);
+#define o PAIR_AT(O_).o
 #define DYN_BINDING 5
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
@@ -132,7 +140,7 @@ void main() {
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       vec4 r = vec4(0.0);
       [[unroll]] for (uint x = 0; x < 4; ++x)
-        if (4 * c + x < D) r[x] = q[qb + 4 * c + x];
+        if (4 * c + x < D) r[x] = qin[qb + 4 * c + x];
       qv[g * DV + c] = r * pc.scale;
     }
   }

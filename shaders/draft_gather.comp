@@ -9,12 +9,19 @@
 // the node's own K/V go when its level runs.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-layout(set = 0, binding = 0, std430) readonly buffer PoolTok { uint pool_token[]; };
-layout(set = 0, binding = 1, std430) readonly buffer Frontier { uint frontier[]; };
-layout(set = 0, binding = 2, std430) readonly buffer HPrev { float h_prev[]; };
-layout(set = 0, binding = 3, std430) writeonly buffer Tok { uint tok[]; };
-layout(set = 0, binding = 4, std430) writeonly buffer Feat { float feat[]; };
-layout(set = 0, binding = 5, std430) buffer Mask { uint mask[]; };  // (levels*K, words)
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer PoolTok { uint pool_token[]; } PAIRED(PoolTok_);
+#define pool_token PAIR_AT(PoolTok_).pool_token
+layout(set = 0, binding = 1, std430) readonly buffer Frontier { uint frontier[]; } PAIRED(Frontier_);
+#define frontier PAIR_AT(Frontier_).frontier
+layout(set = 0, binding = 2, std430) readonly buffer HPrev { float h_prev[]; } PAIRED(HPrev_);
+#define h_prev PAIR_AT(HPrev_).h_prev
+layout(set = 0, binding = 3, std430) writeonly buffer Tok { uint tok[]; } PAIRED(Tok_);
+#define tok PAIR_AT(Tok_).tok
+layout(set = 0, binding = 4, std430) writeonly buffer Feat { float feat[]; } PAIRED(Feat_);
+#define feat PAIR_AT(Feat_).feat
+layout(set = 0, binding = 5, std430) buffer Mask { uint mask[]; } PAIRED(Mask_);  // (levels*K, words)
+#define mask PAIR_AT(Mask_).mask
 layout(push_constant) uniform Push {
   uint K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
 } pc;

@@ -2,5 +2,7 @@
 // alone, or the base plus a word of the step state the previous step left on the GPU. Define
 // DYN_BINDING to the binding of the state buffer before including.
 #include "vkspec/step_state.h"
-layout(set = 0, binding = DYN_BINDING, std430) readonly buffer DynState { uint dyn_state[]; };
+#include "pair.glsl"
+layout(set = 0, binding = DYN_BINDING, std430) readonly buffer DynState { uint dyn_state[]; } PAIRED(DynState_);
+#define dyn_state PAIR_AT(DynState_).dyn_state
 uint dyn(uint base, uint slot) { return slot == kDynFixed ? base : base + dyn_state[slot]; }

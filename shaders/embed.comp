@@ -4,8 +4,11 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "weights.glsl"
-layout(set = 0, binding = 2, std430) readonly buffer Tok { uint tokens[]; };
-layout(set = 0, binding = 3, std430) writeonly buffer O { float o[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 2, std430) readonly buffer Tok { uint tokens[]; } PAIRED(Tok_);
+#define tokens PAIR_AT(Tok_).tokens
+layout(set = 0, binding = 3, std430) writeonly buffer O { float o[]; } PAIRED(O_);
+#define o PAIR_AT(O_).o
 #define DYN_BINDING 4
 #include "dyn.glsl"
 layout(push_constant) uniform Push { uint T, C, row_begin, rows, tok_offset, o_offset, o_stride, tok_slot; } pc;

@@ -18,9 +18,13 @@ layout(constant_id = 4) const uint SLOTS = 64;  // == workgroup size: shared slo
 
 #include "weights.glsl"
 
-layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; };   // (B, x_stride/4)
-layout(set = 0, binding = 3, std430) buffer Y { float y[]; };             // (B, y_stride)
-layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };  // (N_total)
+#include "pair.glsl"
+layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; } PAIRED(X_);   // (B, x_stride/4)
+#define x4 PAIR_AT(X_).x4
+layout(set = 0, binding = 3, std430) buffer Y { float yout[]; } PAIRED(Y_);             // (B, y_stride)
+#define yout PAIR_AT(Y_).yout
+layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; } PAIRED(Bias_);  // (N_total)
+#define bias PAIR_AT(Bias_).bias
 
 layout(push_constant) uniform Push {
   uint K;           // columns (inner dimension)
@@ -112,6 +116,6 @@ void main() {
     const uint out_row = pc.row_offset + row;
     if (pc.has_bias != 0) v += bias[out_row];
     const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
-    y[yi] = pc.accumulate != 0 ? y[yi] + v : v;
+    yout[yi] = pc.accumulate != 0 ? yout[yi] + v : v;
   }
 }

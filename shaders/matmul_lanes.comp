@@ -27,12 +27,15 @@ const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is
 
 #include "weights.glsl"
 
-layout(set = 0, binding = 2) uniform usamplerBuffer x_tex;
-vec4 load_x(uint i) { return uintBitsToFloat(texelFetch(x_tex, int(i))); }
-layout(set = 0, binding = 3, std430) buffer Y { float y[]; };
-layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };
-layout(set = 0, binding = 5) uniform usamplerBuffer g_tex;  // NORM: the norm's weight (K,)
-vec4 load_g(uint i) { return uintBitsToFloat(texelFetch(g_tex, int(i))); }
+#include "pair.glsl"
+layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
+layout(set = 0, binding = 3, std430) buffer Y { float yout[]; } PAIRED(Y_);
+#define yout PAIR_AT(Y_).yout
+layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; } PAIRED(Bias_);
+#define bias PAIR_AT(Bias_).bias
+layout(set = 0, binding = 5) uniform usamplerBuffer PAIRED(g_tex_);  // NORM: the norm's weight (K,)
+vec4 load_g(uint i) { return uintBitsToFloat(TEXEL_FETCH(g_tex, int(i))); }
 
 layout(push_constant) uniform Push {
   uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -180,7 +183,7 @@ void main() {
         if (GLU) o = o / (1.0 + exp(-o)) * acc[(r + HALF) * BT + b];
         if (pc.has_bias != 0) o += bias[out_row];
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
-        y[yi] = pc.accumulate != 0 ? y[yi] + o : o;
+        yout[yi] = pc.accumulate != 0 ? yout[yi] + o : o;
       }
     }
 }

@@ -13,14 +13,18 @@ layout(constant_id = 2) const uint BT = 8;  // activation rows per workgroup (gl
 #include "weights.glsl"
 
 #ifdef X_TEXEL
-layout(set = 0, binding = 2) uniform usamplerBuffer x_tex;
-vec4 load_x(uint i) { return uintBitsToFloat(texelFetch(x_tex, int(i))); }
+#include "pair.glsl"
+layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
 #else
-layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; } PAIRED(X_);
+#define x4 PAIR_AT(X_).x4
 vec4 load_x(uint i) { return x4[i]; }
 #endif
-layout(set = 0, binding = 3, std430) buffer Y { float y[]; };
-layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };
+layout(set = 0, binding = 3, std430) buffer Y { float yout[]; } PAIRED(Y_);
+#define yout PAIR_AT(Y_).yout
+layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; } PAIRED(Bias_);
+#define bias PAIR_AT(Bias_).bias
 
 layout(push_constant) uniform Push {
   uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -69,7 +73,7 @@ void main() {
       float v = acc[r * BT + b];
       if (pc.has_bias != 0) v += bias[out_row];
       const uint yi = pc.y_offset + (b0 + b) * pc.y_stride + out_row;
-      y[yi] = pc.accumulate != 0 ? y[yi] + v : v;
+      yout[yi] = pc.accumulate != 0 ? yout[yi] + v : v;
     }
   }
 }

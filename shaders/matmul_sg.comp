@@ -19,14 +19,18 @@ layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup
 #ifdef X_TEXEL
 // x through a texel view too: on CPU rasterizers a storage load is a bounds-checked per-lane,
 // per-component loop, a texel fetch one gather of 16 bytes.
-layout(set = 0, binding = 2) uniform usamplerBuffer x_tex;
-vec4 load_x(uint i) { return uintBitsToFloat(texelFetch(x_tex, int(i))); }
+#include "pair.glsl"
+layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
 #else
-layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; } PAIRED(X_);
+#define x4 PAIR_AT(X_).x4
 vec4 load_x(uint i) { return x4[i]; }
 #endif
-layout(set = 0, binding = 3, std430) buffer Y { float y[]; };
-layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; };
+layout(set = 0, binding = 3, std430) buffer Y { float yout[]; } PAIRED(Y_);
+#define yout PAIR_AT(Y_).yout
+layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; } PAIRED(Bias_);
+#define bias PAIR_AT(Bias_).bias
 
 layout(push_constant) uniform Push {
   uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -77,7 +81,7 @@ void main() {
         const uint out_row = pc.row_offset + row;
         const float o = pc.has_bias != 0 ? v + bias[out_row] : v;
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
-        y[yi] = pc.accumulate != 0 ? y[yi] + o : o;
+        yout[yi] = pc.accumulate != 0 ? yout[yi] + o : o;
       }
     }
 }

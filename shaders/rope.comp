@@ -4,9 +4,13 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 
-layout(set = 0, binding = 0, std430) buffer X { float x[]; };
-layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; };
-layout(set = 0, binding = 2, std430) readonly buffer Factors { float factors[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) buffer X { float xin[]; } PAIRED(X_);
+#define xin PAIR_AT(X_).xin
+layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
+#define pos PAIR_AT(Pos_).pos
+layout(set = 0, binding = 2, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
+#define factors PAIR_AT(Factors_).factors
 #define DYN_BINDING 3
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
@@ -24,6 +28,6 @@ void main() {
   const uint base = pc.x_offset + t * pc.x_stride + h * pc.D;
   const uvec2 ab = rope_pair(base, i);
   const vec2 v = rope_rotate(base, i, rope_position(t));
-  x[ab.x] = v.x;
-  x[ab.y] = v.y;
+  xin[ab.x] = v.x;
+  xin[ab.y] = v.y;
 }

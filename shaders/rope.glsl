@@ -22,16 +22,16 @@ vec2 rope_cos_sin(uint i, int p) {
   return vec2(cos(ang), sin(ang));
 }
 
-// The two values pair i of the head at x[base] turns: MODE 0 (2i, 2i+1), GGUF/llama.cpp "normal"
+// The two values pair i of the head at xin[base] turns: MODE 0 (2i, 2i+1), GGUF/llama.cpp "normal"
 // order; MODE 1 (i, i + n_rot/2), Hugging Face rotate_half (llama.cpp "neox") order.
 uvec2 rope_pair(uint base, uint i) {
   return pc.mode == 0 ? uvec2(base + 2 * i, base + 2 * i + 1) : uvec2(base + i, base + i + pc.n_rot / 2);
 }
 
-// Pair i of the head at x[base] turned to position p: its two new values, in rope_pair's order.
+// Pair i of the head at xin[base] turned to position p: its two new values, in rope_pair's order.
 vec2 rope_rotate(uint base, uint i, int p) {
   const uvec2 ab = rope_pair(base, i);
   const vec2 cs = rope_cos_sin(i, p);
-  const float x0 = x[ab.x], x1 = x[ab.y];
+  const float x0 = xin[ab.x], x1 = xin[ab.y];
   return vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
 }

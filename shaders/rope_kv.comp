@@ -12,15 +12,23 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 
-layout(set = 0, binding = 0, std430) buffer X { float x[]; };
-layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; };
-layout(set = 0, binding = 2, std430) readonly buffer Factors { float factors[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) buffer X { float xin[]; } PAIRED(X_);
+#define xin PAIR_AT(X_).xin
+layout(set = 0, binding = 1, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
+#define pos PAIR_AT(Pos_).pos
+layout(set = 0, binding = 2, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
+#define factors PAIR_AT(Factors_).factors
 #ifdef KV_F16
-layout(set = 0, binding = 3, std430) writeonly buffer KC { uint kc[]; };
-layout(set = 0, binding = 4, std430) writeonly buffer VC { uint vc[]; };
+layout(set = 0, binding = 3, std430) writeonly buffer KC { uint kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 4, std430) writeonly buffer VC { uint vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 #else
-layout(set = 0, binding = 3, std430) writeonly buffer KC { float kc[]; };
-layout(set = 0, binding = 4, std430) writeonly buffer VC { float vc[]; };
+layout(set = 0, binding = 3, std430) writeonly buffer KC { float kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 4, std430) writeonly buffer VC { float vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
 #endif
 #define DYN_BINDING 5
 #include "dyn.glsl"
@@ -32,9 +40,9 @@ layout(push_constant) uniform Push {
 } pc;
 #include "rope.glsl"
 
-// Dim d of the head whose first value is x[base], rotated at position p (unrotated past n_rot).
+// Dim d of the head whose first value is xin[base], rotated at position p (unrotated past n_rot).
 float rotated(uint base, uint d, int p) {
-  if (d >= pc.n_rot) return x[base + d];
+  if (d >= pc.n_rot) return xin[base + d];
   const uint half_rot = pc.n_rot / 2;
   const bool second = pc.mode == 0 ? (d & 1u) != 0 : d >= half_rot;
   const vec2 v = rope_rotate(base, pc.mode == 0 ? d / 2 : (second ? d - half_rot : d), p);
@@ -55,8 +63,8 @@ void main() {
     const uint i = g % half_rot, base = row + (g / half_rot) * pc.D;
     const uvec2 ab = rope_pair(base, i);
     const vec2 v = rope_rotate(base, i, rope_position(r));
-    x[ab.x] = v.x;
-    x[ab.y] = v.y;
+    xin[ab.x] = v.x;
+    xin[ab.y] = v.y;
     return;
   }
   g -= nq;
@@ -77,8 +85,8 @@ void main() {
       if (E == 2) v1 = rotated(k0 + ((e + 1) / pc.D) * pc.D, (e + 1) % pc.D, p);
     }
   } else {
-    v0 = x[row + pc.v_col + e];
-    if (E == 2) v1 = x[row + pc.v_col + e + 1];
+    v0 = xin[row + pc.v_col + e];
+    if (E == 2) v1 = xin[row + pc.v_col + e + 1];
   }
 #ifdef KV_F16
   const uint w = packHalf2x16(vec2(v0, v1));

@@ -9,9 +9,13 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
-layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1, std430) writeonly buffer Ids { uint ids[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Lp { float logp[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer X { float xin[]; } PAIRED(X_);
+#define xin PAIR_AT(X_).xin
+layout(set = 0, binding = 1, std430) writeonly buffer Ids { uint ids[]; } PAIRED(Ids_);
+#define ids PAIR_AT(Ids_).ids
+layout(set = 0, binding = 2, std430) writeonly buffer Lp { float logp[]; } PAIRED(Lp_);
+#define logp PAIR_AT(Lp_).logp
 layout(push_constant) uniform Push { uint V, k, x_offset, x_stride, o_offset, o_stride; } pc;
 
 // The best entry ranked strictly after (prev_v, prev_i), or the best of all when `first`.
@@ -20,7 +24,7 @@ uint pick(uint xo, bool first, float prev_v, uint prev_i, out float bv) {
   float best = 0.0;
   uint bi = 0xffffffffu;
   for (uint i = lid; i < pc.V; i += WG) {
-    const float v = x[xo + i];
+    const float v = xin[xo + i];
     const bool after = first || ranks_before(prev_v, prev_i, v, i);
     if (after && (bi == 0xffffffffu || order_key(v) > order_key(best))) { best = v; bi = i; }
   }
@@ -35,7 +39,7 @@ void main() {
   const float m = v;
   float s = 0.0;
   for (uint i = lid; i < pc.V; i += WG) {
-    const float y = x[xo + i];
+    const float y = xin[xo + i];
     if (!is_nan_bits(y)) s += exp(y - m);
   }
   const float lse = m + log(wg_sum(s));

@@ -10,17 +10,29 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "order.glsl"
 #include "vkspec/tree_limits.h"
-layout(set = 0, binding = 0, std430) readonly buffer PTok { uint p_token[]; };
-layout(set = 0, binding = 1, std430) readonly buffer PPar { int p_parent[]; };
-layout(set = 0, binding = 2, std430) readonly buffer PDep { uint p_depth[]; };
-layout(set = 0, binding = 3, std430) readonly buffer PSco { float p_score[]; };
-layout(set = 0, binding = 4, std430) readonly buffer PHead { uint p_head[]; };
-layout(set = 0, binding = 5, std430) writeonly buffer OTok { uint o_token[]; };
-layout(set = 0, binding = 6, std430) writeonly buffer OPar { int o_parent[]; };
-layout(set = 0, binding = 7, std430) writeonly buffer ODep { uint o_depth[]; };
-layout(set = 0, binding = 8, std430) writeonly buffer OSco { float o_score[]; };
-layout(set = 0, binding = 9, std430) writeonly buffer OHead { uint o_head[]; };
-layout(set = 0, binding = 10, std430) writeonly buffer OInfo { uint o_info[]; };
+#include "pair.glsl"
+layout(set = 0, binding = 0, std430) readonly buffer PTok { uint p_token[]; } PAIRED(PTok_);
+#define p_token PAIR_AT(PTok_).p_token
+layout(set = 0, binding = 1, std430) readonly buffer PPar { int p_parent[]; } PAIRED(PPar_);
+#define p_parent PAIR_AT(PPar_).p_parent
+layout(set = 0, binding = 2, std430) readonly buffer PDep { uint p_depth[]; } PAIRED(PDep_);
+#define p_depth PAIR_AT(PDep_).p_depth
+layout(set = 0, binding = 3, std430) readonly buffer PSco { float p_score[]; } PAIRED(PSco_);
+#define p_score PAIR_AT(PSco_).p_score
+layout(set = 0, binding = 4, std430) readonly buffer PHead { uint p_head[]; } PAIRED(PHead_);
+#define p_head PAIR_AT(PHead_).p_head
+layout(set = 0, binding = 5, std430) writeonly buffer OTok { uint o_token[]; } PAIRED(OTok_);
+#define o_token PAIR_AT(OTok_).o_token
+layout(set = 0, binding = 6, std430) writeonly buffer OPar { int o_parent[]; } PAIRED(OPar_);
+#define o_parent PAIR_AT(OPar_).o_parent
+layout(set = 0, binding = 7, std430) writeonly buffer ODep { uint o_depth[]; } PAIRED(ODep_);
+#define o_depth PAIR_AT(ODep_).o_depth
+layout(set = 0, binding = 8, std430) writeonly buffer OSco { float o_score[]; } PAIRED(OSco_);
+#define o_score PAIR_AT(OSco_).o_score
+layout(set = 0, binding = 9, std430) writeonly buffer OHead { uint o_head[]; } PAIRED(OHead_);
+#define o_head PAIR_AT(OHead_).o_head
+layout(set = 0, binding = 10, std430) writeonly buffer OInfo { uint o_info[]; } PAIRED(OInfo_);
+#define o_info PAIR_AT(OInfo_).o_info
 layout(push_constant) uniform Push { uint count, B; } pc;
 // count <= kTreeMaxNodes (host asserts)
 shared uint key[kTreeMaxNodes];

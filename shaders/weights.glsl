@@ -24,11 +24,13 @@ const uint TEXELS_PER_BLOCK = 2;
 #error "define WT_<type>"
 #endif
 
+#include "pair.glsl"
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = 0) uniform usamplerBuffer w_tex;
-uvec4 load_w(uint texel) { return texelFetch(w_tex, int(texel)); }
+layout(set = 0, binding = 0) uniform usamplerBuffer PAIRED(w_tex_);
+uvec4 load_w(uint texel) { return TEXEL_FETCH(w_tex, int(texel)); }
 #else
-layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; };
+layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; } PAIRED(WBuf_);
+#define w_buf PAIR_AT(WBuf_).w_buf
 uvec4 load_w(uint texel) { return w_buf[texel]; }
 #endif
 
@@ -40,10 +42,11 @@ uvec4 load_w(uint texel) { return w_buf[texel]; }
 // load of one float per block cost lavapipe more than the block's 32 quants (3.7 vs 1.5 ms at
 // 4096 x 4096).
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = 1) uniform usamplerBuffer s_tex;
-float load_scale(uint i) { return uintBitsToFloat(texelFetch(s_tex, int(i / 4))[i % 4]); }
+layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(s_tex_);
+float load_scale(uint i) { return uintBitsToFloat(TEXEL_FETCH(s_tex, int(i / 4))[i % 4]); }
 #else
-layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; };
+layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; } PAIRED(WScales_);
+#define w_scale PAIR_AT(WScales_).w_scale
 float load_scale(uint i) { return w_scale[i]; }
 #endif
 

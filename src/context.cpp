@@ -122,6 +122,7 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
   c.int8_arithmetic = f12.shaderInt8;
   c.storage_16bit = f11.storageBuffer16BitAccess;
   c.storage_8bit = f12.storageBuffer8BitAccess;
+  c.pair_dispatch = feats.features.shaderStorageBufferArrayDynamicIndexing;
 
   c.max_shared_memory = lim.maxComputeSharedMemorySize;
   c.max_storage_buffer_range = lim.maxStorageBufferRange;
@@ -344,6 +345,7 @@ Context::Context(const AdoptedDevice& a, const ContextOptions& opts) {
 
 void Context::init_device(const ContextOptions& opts, bool own) {
   caps_ = query_caps(physical_, int(queue_family_));
+  if (!own) caps_.pair_dispatch = false;  // an application's device: which features it enabled is unknown
   storage_range_limit_ = opts.storage_range_limit;
   queue_lock_ = opts.queue_lock;
   if (!queue_lock_.lock != !queue_lock_.unlock) throw Error("a queue lock needs both lock and unlock callbacks");
@@ -382,6 +384,7 @@ void Context::init_device(const ContextOptions& opts, bool own) {
     }
     feats.features.shaderInt64 = avail.features.shaderInt64;
     feats.features.shaderInt16 = avail.features.shaderInt16;
+    feats.features.shaderStorageBufferArrayDynamicIndexing = caps_.pair_dispatch;
     if (!(opts.queue_priority >= 0.0f && opts.queue_priority <= 1.0f))
       throw Error("queue priority must be in 0..1, got " + std::to_string(opts.queue_priority));
     // Checked whether or not this driver offers global priorities, so a wrong value fails everywhere.

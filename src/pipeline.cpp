@@ -28,6 +28,12 @@ ShaderCode find_shader(std::string_view name) {
   throw Error("shader variant '" + std::string(name) + "' is not built into this library (see shaders/variants.cmake)");
 }
 
+bool has_shader(std::string_view name) {
+  for (size_t i = 0; i < detail::kEmbeddedShaderCount; ++i)
+    if (detail::kEmbeddedShaders[i].name == name) return true;
+  return false;
+}
+
 std::vector<std::string_view> shader_names() {
   std::vector<std::string_view> out;
   for (size_t i = 0; i < detail::kEmbeddedShaderCount; ++i) out.push_back(detail::kEmbeddedShaders[i].name);
@@ -64,7 +70,7 @@ Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache
 
   std::vector<VkDescriptorSetLayoutBinding> binds;
   for (uint32_t i = 0; i < desc.bindings.size(); ++i)
-    binds.push_back({i, desc.bindings[i], 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
+    binds.push_back({i, desc.bindings[i], desc.array, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
   VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dli.bindingCount = uint32_t(binds.size());
   dli.pBindings = binds.data();
@@ -171,7 +177,8 @@ PipelineCache::~PipelineCache() {
 
 const Pipeline& PipelineCache::get(const PipelineDesc& desc) {
   std::string key = desc.shader + "|" + std::to_string(desc.required_subgroup_size) + "|" +
-                    std::to_string(desc.full_subgroups) + "|" + std::to_string(desc.push_size) + "|";
+                    std::to_string(desc.full_subgroups) + "|" + std::to_string(desc.push_size) + "|" +
+                    std::to_string(desc.array) + "|";
   for (auto t : desc.bindings) key += std::to_string(int(t)) + ",";
   key += "|";
   key.append(reinterpret_cast<const char*>(desc.spec.data()), desc.spec.size());

@@ -30,9 +30,10 @@ Sequence::Sequence(Context& ctx, uint32_t max_timed, bool replayable)
   VKSPEC_VK(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cb_));
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VKSPEC_VK(vk.vkCreateFence(ctx.device(), &fi, nullptr, &fence_));
-  VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * 8},
+  // PAIR dispatches (begin_pair) take two descriptors per binding.
+  VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * 16},
                                   {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kMaxSets},
-                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kMaxSets}};
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kMaxSets * 8}};
   VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   pi.maxSets = kMaxSets;
   pi.poolSizeCount = 3;
@@ -68,6 +69,8 @@ void Sequence::begin() {
   recording_ = true;
   timed_ = 0;
   dispatches_ = 0;
+  paired_ = 0;
+  capturing_ = -1;
   labels_.clear();
   written_.clear();
   read_.clear();
@@ -103,7 +106,6 @@ void Sequence::barrier() {
 
 void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
                         uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
-  const auto& vk = ctx_.vk();
   const auto& types = p.desc().bindings;
   if (bindings.size() != types.size())
     throw Error("dispatch of '" + p.desc().shader + "' got " + std::to_string(bindings.size()) + " bindings, expected " +
@@ -111,10 +113,31 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   if (push_size != p.desc().push_size)
     throw Error("dispatch of '" + p.desc().shader + "' got " + std::to_string(push_size) +
                 " bytes of push constants, expected " + std::to_string(p.desc().push_size));
+  if (capturing_ >= 0) {
+    Captured c;
+    c.p = &p;
+    c.bindings.assign(bindings.begin(), bindings.end());
+    const auto* b = static_cast<const uint8_t*>(push);
+    c.push.assign(b, b + push_size);
+    c.g[0] = gx, c.g[1] = gy, c.g[2] = gz;
+    c.label = label;
+    lists_[capturing_].push_back(std::move(c));
+    return;
+  }
+  record(p, bindings.begin(), nullptr, bindings.size(), push, push_size, gx, gy, gz, label);
+}
+
+void Sequence::record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
+                      uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
+  const auto& vk = ctx_.vk();
+  const auto& types = p.desc().bindings;
+  const uint32_t count = pair ? 2 : 1;
   bool need = replayable_ && &p != gate_pipeline_ && hazard(live_args_.handle(), false);
-  for (auto& b : bindings) need |= hazard(b.buffer->handle(), b.write);
+  for (const Binding* list : {bindings, pair})
+    for (size_t i = 0; list && i < n; ++i) need |= hazard(list[i].buffer->handle(), list[i].write);
   if (need) barrier();
-  for (auto& b : bindings) touch(b.buffer->handle(), b.write);
+  for (const Binding* list : {bindings, pair})
+    for (size_t i = 0; list && i < n; ++i) touch(list[i].buffer->handle(), list[i].write);
   if (replayable_ && &p != gate_pipeline_) touch(live_args_.handle(), false);
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
@@ -124,27 +147,30 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   ai.pSetLayouts = &sl;
   VkDescriptorSet set;
   VKSPEC_VK(vk.vkAllocateDescriptorSets(ctx_.device(), &ai, &set));
-  std::vector<VkWriteDescriptorSet> writes(types.size());
-  std::vector<VkDescriptorBufferInfo> infos(types.size());
-  std::vector<VkBufferView> views(types.size());
-  uint32_t i = 0;
-  for (auto& b : bindings) {
+  std::vector<VkWriteDescriptorSet> writes(n);
+  std::vector<VkDescriptorBufferInfo> infos(n * count);
+  std::vector<VkBufferView> views(n * count);
+  for (size_t i = 0; i < n; ++i) {
     VkWriteDescriptorSet& w = writes[i];
     w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     w.dstSet = set;
-    w.dstBinding = i;
-    w.descriptorCount = 1;
+    w.dstBinding = uint32_t(i);
+    w.descriptorCount = count;
     w.descriptorType = types[i];
-    if (types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
-      views[i] = b.buffer->texel_view();
-      w.pTexelBufferView = &views[i];
-    } else {
-      VkDeviceSize range = b.range;
-      if (range == VK_WHOLE_SIZE) range = b.buffer->size() - b.offset;
-      infos[i] = {b.buffer->handle(), b.offset, range};
-      w.pBufferInfo = &infos[i];
+    for (uint32_t j = 0; j < count; ++j) {
+      const Binding& b = j ? pair[i] : bindings[i];
+      if (types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
+        views[i * count + j] = b.buffer->texel_view();
+      } else {
+        VkDeviceSize range = b.range;
+        if (range == VK_WHOLE_SIZE) range = b.buffer->size() - b.offset;
+        infos[i * count + j] = {b.buffer->handle(), b.offset, range};
+      }
     }
-    ++i;
+    if (types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER)
+      w.pTexelBufferView = &views[i * count];
+    else
+      w.pBufferInfo = &infos[i * count];
   }
   vk.vkUpdateDescriptorSets(ctx_.device(), uint32_t(writes.size()), writes.data(), 0, nullptr);
   vk.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle());
@@ -159,13 +185,74 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
     vk.vkCmdDispatch(cb_, gx, gy, gz);
   }
   ++dispatches_;
+  if (pair) ++paired_;
   if (queries_ && timed_ < max_timed_) {
     vk.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, ++timed_);
     labels_.push_back(label ? label : p.desc().shader);
   }
 }
 
+bool Sequence::capture(std::function<void()> run) {
+  if (capturing_ < 0) return false;
+  Captured c;
+  c.run = std::move(run);
+  lists_[capturing_].push_back(std::move(c));
+  return true;
+}
+
+void Sequence::begin_pair() {
+  if (capturing_ >= 0) throw Error("Sequence::begin_pair: already in a pair section");
+  capturing_ = 0;
+  lists_[0].clear();
+  lists_[1].clear();
+}
+
+void Sequence::next_pair() {
+  if (capturing_ != 0) throw Error("Sequence::next_pair: not capturing the first list of a pair section");
+  capturing_ = 1;
+}
+
+const Pipeline* Sequence::pair_pipeline(const Pipeline& p) {
+  if (!ctx_.caps().pair_dispatch || p.desc().array != 1) return nullptr;
+  auto it = pair_of_.find(&p);
+  if (it != pair_of_.end()) return it->second;
+  const Pipeline* q = nullptr;
+  PipelineDesc d = p.desc();
+  d.shader += "_pair";
+  d.array = 2;
+  if (has_shader(d.shader)) q = &ctx_.pipelines().get(d);
+  pair_of_[&p] = q;
+  return q;
+}
+
+void Sequence::end_pair() {
+  if (capturing_ != 1) throw Error("Sequence::end_pair: not capturing the second list of a pair section");
+  capturing_ = -1;
+  std::vector<Captured> a = std::move(lists_[0]), b = std::move(lists_[1]);
+  auto replay = [&](const Captured& c) {
+    if (c.run) {
+      c.run();
+    } else {
+      record(*c.p, c.bindings.data(), nullptr, c.bindings.size(), c.push.data(), uint32_t(c.push.size()), c.g[0], c.g[1],
+             c.g[2], c.label);
+    }
+  };
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size() && i < b.size() && a[i].p && a[i].p == b[i].p && a[i].push == b[i].push && a[i].g[0] == b[i].g[0] &&
+        a[i].g[1] == b[i].g[1] && a[i].g[2] == 1 && b[i].g[2] == 1) {
+      if (const Pipeline* q = pair_pipeline(*a[i].p)) {
+        record(*q, a[i].bindings.data(), b[i].bindings.data(), a[i].bindings.size(), a[i].push.data(),
+               uint32_t(a[i].push.size()), a[i].g[0], a[i].g[1], 2, a[i].label);
+        continue;
+      }
+    }
+    if (i < a.size()) replay(a[i]);
+    if (i < b.size()) replay(b[i]);
+  }
+}
+
 void Sequence::copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes) {
+  if (capture([=, this, &src, &dst] { copy(src, src_off, dst, dst_off, bytes); })) return;
   if (hazard(src.handle(), false) || hazard(dst.handle(), true)) barrier();
   touch(src.handle(), false);
   touch(dst.handle(), true);
@@ -175,6 +262,7 @@ void Sequence::copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, 
 
 void Sequence::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   if (regions.empty()) return;
+  if (capture([this, &src, &dst, regions] { copy(src, dst, regions); })) return;
   if (hazard(src.handle(), false) || hazard(dst.handle(), true)) barrier();
   touch(src.handle(), false);
   touch(dst.handle(), true);
@@ -182,19 +270,26 @@ void Sequence::copy(const Buffer& src, const Buffer& dst, const std::vector<VkBu
 }
 
 void Sequence::fill(const Buffer& dst, uint32_t value, VkDeviceSize off, VkDeviceSize bytes) {
+  if (capture([=, this, &dst] { fill(dst, value, off, bytes); })) return;
   if (hazard(dst.handle(), true)) barrier();
   touch(dst.handle(), true);
   ctx_.vk().vkCmdFillBuffer(cb_, dst.handle(), off, bytes, value);
 }
 
 void Sequence::update(const Buffer& dst, VkDeviceSize off, const void* data, VkDeviceSize bytes) {
+  if (capturing_ >= 0) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    std::vector<uint8_t> copy(p, p + bytes);
+    capture([this, &dst, off, copy] { update(dst, off, copy.data(), copy.size()); });
+    return;
+  }
   if (hazard(dst.handle(), true)) barrier();
   touch(dst.handle(), true);
   ctx_.vk().vkCmdUpdateBuffer(cb_, dst.handle(), off, bytes, data);
 }
 
 void Sequence::gate(const Buffer& state) {
-  if (!replayable_ || dispatches_ != 0) throw Error("Sequence::gate: only first in a replayable recording");
+  if (!replayable_ || dispatches_ != 0 || capturing_ >= 0) throw Error("Sequence::gate: only first in a replayable recording");
   struct Push {
     uint32_t header;
   } push{kArgsHeader};
@@ -205,6 +300,7 @@ void Sequence::gate(const Buffer& state) {
 }
 
 void Sequence::end() {
+  if (capturing_ >= 0) throw Error("Sequence::end: a pair section is still open");
   const auto& vk = ctx_.vk();
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = kAccess;

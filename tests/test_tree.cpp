@@ -57,11 +57,13 @@ TEST_CASE_FIXTURE(VkTest, "tree: draft_expand + draft_select equal the CPU EAGLE
             base += F * k;
           }
           REQUIRE(base == count);
+          Buffer hid(ctx, 16);
+          hid.upload(std::vector<uint32_t>{head_id, 0, 0, 0});
           seq.begin();
           pool_init(seq, pool, root_tok, 2, cfg);
           for (uint32_t l = 0; l < D; ++l) {
             auto [b, F, fo, no] = levels[l];
-            draft_expand(seq, pool, b, front, fo, F, ids_b[l], logp_b[l], off, stride, k, head_id, front, no,
+            draft_expand(seq, pool, b, front, fo, F, ids_b[l], logp_b[l], off, stride, k, hid, front, no,
                          std::min(k, F * k), cfg);
           }
           const uint32_t B = std::min<uint32_t>(count - 1, 1 + rng() % (2 * k + 3));

@@ -40,7 +40,9 @@ TEST_CASE_FIXTURE(VkTest, "tree: NaN and ±Inf scores rank in one total order in
       std::vector<std::unique_ptr<DeviceTree>> sel;
       Sequence seq(ctx);
       seq.begin();
-      draft_expand(seq, pool, base, fb, 0, F, ib, lb, 0, stride, k, 1, nb, 0, n, cfg);
+      Buffer head1(ctx, 16);
+      head1.upload(std::vector<uint32_t>{1, 0, 0, 0});
+      draft_expand(seq, pool, base, fb, 0, F, ib, lb, 0, stride, k, head1, nb, 0, n, cfg);
       for (uint32_t B : Bs) {
         sel.push_back(std::make_unique<DeviceTree>(ctx, B + 1, 4));
         draft_select(seq, pool, count, B, *sel.back(), cfg);

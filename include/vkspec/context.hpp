@@ -39,6 +39,10 @@ struct DeviceCaps {
   bool int8_arithmetic = false;  // shaderInt8
   bool storage_16bit = false;    // storageBuffer16BitAccess
   bool storage_8bit = false;     // storageBuffer8BitAccess
+  // Storage-buffer descriptor arrays indexed by a dynamically uniform value
+  // (shaderStorageBufferArrayDynamicIndexing), enabled on vkspec's own device: the PAIR shader
+  // variants that run two draft heads' work in one dispatch need it (shaders/pair.glsl).
+  bool pair_dispatch = false;
 
   uint32_t max_shared_memory = 16384;
   uint64_t max_storage_buffer_range = 1ull << 27;

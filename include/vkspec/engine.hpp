@@ -36,6 +36,10 @@ struct EngineOptions {
   uint32_t steps_per_submit = 1;
   // Generation ends after emitting any of these (included in the output); at most kOutMaxStop.
   std::vector<uint32_t> stop_tokens;
+  // Two distinct heads draft in shared dispatches where the device can (DeviceCaps::pair_dispatch):
+  // each op of a draft level runs once for both, the head index in the grid. Off: one head after
+  // the other (the same drafts, more dispatches).
+  bool pair_heads = true;
 };
 
 // What the tree kernels take (vkspec/tree_limits.h), as option ranges. Each head drafts a pool of
@@ -66,6 +70,7 @@ struct GenerateStats {
   double host_cpu_us_per_step = 0;   // host thread CPU time per step (submit + wait + readback)
   bool stopped = false;              // ended on a stop token
   uint32_t dispatches_per_step = 0;
+  uint32_t paired_per_step = 0;  // of those, PAIR dispatches doing both heads' op (EngineOptions::pair_heads)
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
   std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)

@@ -22,6 +22,7 @@ struct ShaderCode {
   size_t count;
 };
 ShaderCode find_shader(std::string_view name);  // throws naming the variant if it is not built
+bool has_shader(std::string_view name);
 std::vector<std::string_view> shader_names();
 uint64_t all_shaders_hash();  // FNV-1a over every embedded module: part of the cache key
 
@@ -40,6 +41,7 @@ struct PipelineDesc {
   std::vector<uint8_t> spec;                 // specialization data, 4-byte fields
   uint32_t required_subgroup_size = 0;       // 0: the driver's choice
   bool full_subgroups = false;               // require full subgroups (needs subgroup size control)
+  uint32_t array = 1;                        // descriptors per binding: 2 for a PAIR variant (Sequence::begin_pair)
 };
 
 template <class Spec>

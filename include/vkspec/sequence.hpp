@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -64,6 +66,17 @@ class Sequence {
   // Replayable sequences only, first in the recording: the rest of this recording's dispatches
   // run only while state[kStateDone] == 0 (vkspec/step_state.h).
   void gate(const Buffer& state);
+  // Two independent recordings in one pass (two draft heads' levels): after begin_pair(), commands
+  // are captured as list A until next_pair(), then as list B; end_pair() records both, zipped.
+  // The i-th commands of A and B run as ONE dispatch of the shader's PAIR variant (grid z = 2,
+  // each binding an array of A's and B's descriptor, shaders/pair.glsl) where they are the same
+  // pipeline with the same push constants and a grid of one z layer, and the device has
+  // DeviceCaps::pair_dispatch; otherwise A's command and then B's. Neither list may read what
+  // the other writes.
+  void begin_pair();
+  void next_pair();
+  void end_pair();
+  uint32_t paired_count() const { return paired_; }  // PAIR dispatches since begin()
   // Makes all prior writes visible to the next commands (normally automatic).
   void barrier();
 
@@ -90,6 +103,19 @@ class Sequence {
   VkCommandBuffer command_buffer() const { return cb_; }
 
  private:
+  struct Captured {
+    const Pipeline* p = nullptr;  // null: a transfer command, replayed by `run`
+    std::vector<Binding> bindings;
+    std::vector<uint8_t> push;
+    uint32_t g[3] = {1, 1, 1};
+    const char* label = nullptr;
+    std::function<void()> run;
+  };
+  // One dispatch; `pair` (optional) is B's bindings of a PAIR dispatch of `p`.
+  void record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
+              uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label);
+  const Pipeline* pair_pipeline(const Pipeline& p);
+  bool capture(std::function<void()> run);  // true: captured (in a pair section), not recorded
   void touch(VkBuffer b, bool write);
   bool hazard(VkBuffer b, bool write) const;
   Context& ctx_;
@@ -97,7 +123,10 @@ class Sequence {
   VkFence fence_ = VK_NULL_HANDLE;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
-  uint32_t max_timed_ = 0, timed_ = 0, dispatches_ = 0;
+  uint32_t max_timed_ = 0, timed_ = 0, dispatches_ = 0, paired_ = 0;
+  int capturing_ = -1;  // the pair list being captured, -1 none
+  std::vector<Captured> lists_[2];
+  std::unordered_map<const Pipeline*, const Pipeline*> pair_of_;
   bool recording_ = false, pending_ = false, replayable_ = false;
   Buffer recorded_args_, live_args_;  // replayable: (count, pad[3], gx gy gz per dispatch)
   std::vector<uint32_t> args_;

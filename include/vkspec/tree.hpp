@@ -42,13 +42,14 @@ void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, Dyn ro
 
 // Appends the F*k children of the F frontier nodes (pool indices frontier[frontier_offset + f])
 // at pool indices base + f*k + j: token = ids[o], parent = frontier[f], depth = depth[parent] + 1,
-// score = score[parent] + logp[o], head = head_id, with o = topk_offset + f*topk_stride + j (the
+// score = score[parent] + logp[o], head = head_id[0] (a buffer, so two heads' expansions differ
+// only in their bindings and run as one PAIR dispatch), with o = topk_offset + f*topk_stride + j (the
 // `topk` op's output rows). Then writes the best next_F of the new nodes, by (score desc, pool
 // index asc), in rank order, to next_frontier[next_offset..]. F*k <= kTreeMaxNodes.
 void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& frontier, uint32_t frontier_offset,
                   uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset, uint32_t topk_stride,
-                  uint32_t k, uint32_t head_id, const Buffer& next_frontier, uint32_t next_offset, uint32_t next_F,
-                  KernelConfig cfg = {});
+                  uint32_t k, const Buffer& head_id, const Buffer& next_frontier, uint32_t next_offset,
+                  uint32_t next_F, KernelConfig cfg = {});
 
 // Keeps the best B of pool nodes 1..count-1 by (score desc, index asc) and writes them to `out`
 // renumbered in increasing pool index (parents first), root at 0; out.info[kInfoNodes] = B + 1.

@@ -33,6 +33,7 @@ nlohmann::json caps_json(const DeviceCaps& c) {
           {"int8_arithmetic", c.int8_arithmetic},
           {"storage_16bit", c.storage_16bit},
           {"storage_8bit", c.storage_8bit},
+          {"pair_dispatch", c.pair_dispatch},
           {"max_shared_memory", c.max_shared_memory},
           {"max_storage_buffer_range", c.max_storage_buffer_range},
           {"max_uniform_buffer_range", c.max_uniform_buffer_range},
@@ -72,8 +73,9 @@ static int run_devices(const std::vector<std::string>& argv) {
                 c.driver_info.c_str());
     std::printf("      subgroup %u (min %u, max %u, control %s, arithmetic %s)\n", c.subgroup_size, c.min_subgroup_size,
                 c.max_subgroup_size, c.subgroup_size_control ? "yes" : "no", c.subgroup_arithmetic ? "yes" : "no");
-    std::printf("      fp16 %s, int8 %s, 16-bit storage %s, 8-bit storage %s\n", c.fp16_arithmetic ? "yes" : "no",
-                c.int8_arithmetic ? "yes" : "no", c.storage_16bit ? "yes" : "no", c.storage_8bit ? "yes" : "no");
+    std::printf("      fp16 %s, int8 %s, 16-bit storage %s, 8-bit storage %s, paired head dispatches %s\n",
+                c.fp16_arithmetic ? "yes" : "no", c.int8_arithmetic ? "yes" : "no", c.storage_16bit ? "yes" : "no",
+                c.storage_8bit ? "yes" : "no", c.pair_dispatch ? "yes" : "no");
     std::printf("      shared memory %u B, storage range %llu B, workgroup invocations %u, timestamp %.3g ns\n",
                 c.max_shared_memory, (unsigned long long)c.max_storage_buffer_range, c.max_workgroup_invocations,
                 c.timestamp_period_ns);

@@ -26,6 +26,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"steps_per_submit", s.engine.steps_per_submit},
                       {"stopped", st.stopped},
                       {"dispatches_per_step", st.dispatches_per_step},
+                      {"paired_dispatches_per_step", st.paired_per_step},
                       {"nodes_per_step", st.nodes_per_step},
                       {"accept_hist", st.accept_hist},
                       {"temperature", s.engine.sampling.temperature},
@@ -149,7 +150,7 @@ static int run_generate(const std::vector<std::string>& argv) {
 static RegisterCommand reg{"generate",
                            "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--heads H1,H2] [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
-                           " [--steps-per-submit S] [--stop IDS] [--ctx N] [--kv-type f16|f32]",
+                           " [--steps-per-submit S] [--pair-heads on|off] [--stop IDS] [--ctx N] [--kv-type f16|f32]",
                            run_generate};
 
 }  // namespace vkspec::cli

@@ -102,6 +102,9 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   engine.depth = uint32_t(args.get_uint("depth", 4));
   engine.topk = uint32_t(args.get_uint("topk", 4));
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
+  const std::string pair = args.get("pair-heads", "on");
+  if (pair != "on" && pair != "off") throw Error("--pair-heads must be on or off, got '" + pair + "'");
+  engine.pair_heads = pair == "on";
   for (const std::string& w : split_list(args.get("stop", ""), ',')) {
     uint32_t id = 0;
     if (!parse_id(w, id)) throw Error("--stop expects token ids separated by commas, got '" + w + "'");

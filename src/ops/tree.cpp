@@ -38,9 +38,9 @@ struct InitPush {
 static_assert(sizeof(InitPush) == 8);
 
 struct ExpandPush {
-  uint32_t base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F;
+  uint32_t base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F;
 };
-static_assert(sizeof(ExpandPush) == 36);
+static_assert(sizeof(ExpandPush) == 32);
 
 struct SelectPush {
   uint32_t count, B;
@@ -95,14 +95,14 @@ void pool_init(Sequence& seq, DeviceTree& pool, const Buffer& root_token, Dyn ro
 
 void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& frontier, uint32_t frontier_offset,
                   uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset, uint32_t topk_stride,
-                  uint32_t k, uint32_t head_id, const Buffer& next_frontier, uint32_t next_offset, uint32_t next_F,
-                  KernelConfig cfg) {
+                  uint32_t k, const Buffer& head_id, const Buffer& next_frontier, uint32_t next_offset,
+                  uint32_t next_F, KernelConfig cfg) {
   assert(F * k <= kTreeMaxNodes && base + F * k <= pool.cap && next_F <= F * k && base >= 1);
-  ExpandPush push{base, frontier_offset, F, topk_offset, topk_stride, k, head_id, next_offset, next_F};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_expand", 9, sizeof(push), cfg);
+  ExpandPush push{base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_expand", 10, sizeof(push), cfg);
   seq.dispatch(p,
                {out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head), in(frontier),
-                in(ids), in(logp), out(next_frontier)},
+                in(ids), in(logp), out(next_frontier), in(head_id)},
                push, 1, 1, 1, "draft_expand");
 }
 

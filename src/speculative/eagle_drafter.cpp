@@ -31,6 +31,8 @@ class EagleDrafter final : public Drafter {
     mask_ = Buffer(ctx, uint64_t(std::max(1u, D - 1)) * K * words_ * 4);
     zero_ = Buffer(ctx, 16);  // the root's pool index (0), as a frontier of one
     zero_.upload(std::vector<uint32_t>(4, 0));
+    head_id_ = Buffer(ctx, 16);  // what draft_expand records in each node's `head`
+    head_id_.upload(std::vector<uint32_t>{s.head_id, 0, 0, 0});
     gather_ = &ops::simple_pipeline(ctx, "draft_gather", 6, sizeof(GatherPush), {});
   }
 
@@ -72,7 +74,7 @@ class EagleDrafter final : public Drafter {
     const uint32_t K = s_.K, D = s_.D, root = head_.root_slot();
     pool_init(seq, pool_, b.seq_tokens, b.t());
     topk(seq, head_.logits().row(root), 1, V_, K, ids_, logp_, 0, kTopkMax);
-    draft_expand(seq, pool_, 1, zero_, 0, 1, ids_, logp_, 0, kTopkMax, K, s_.head_id, frontier_, 0, K);
+    draft_expand(seq, pool_, 1, zero_, 0, 1, ids_, logp_, 0, kTopkMax, K, head_id_, frontier_, 0, K);
     uint32_t base = 1;  // pool index of the first candidate of the current level
     for (uint32_t l = 1; l < D; ++l) {
       // The level-l frontier through the head: tokens, parents' h and mask rows first.
@@ -91,7 +93,7 @@ class EagleDrafter final : public Drafter {
       head_.forward(seq, a);
       topk(seq, head_.logits(), K, V_, K, ids_, logp_, 0, kTopkMax);
       const uint32_t next_base = l == 1 ? 1 + K : base + K * K;
-      draft_expand(seq, pool_, next_base, frontier_, (l - 1) * K, K, ids_, logp_, 0, kTopkMax, K, s_.head_id, frontier_,
+      draft_expand(seq, pool_, next_base, frontier_, (l - 1) * K, K, ids_, logp_, 0, kTopkMax, K, head_id_, frontier_,
                    l * K, K);
       base = next_base;
     }
@@ -103,7 +105,7 @@ class EagleDrafter final : public Drafter {
   DraftShape s_;
   uint32_t C_, V_, words_ = 0, pool_count_ = 0;
   DeviceTree pool_, tree_;
-  Buffer frontier_, ids_, logp_, tok_, feat_, mask_, zero_;
+  Buffer frontier_, ids_, logp_, tok_, feat_, mask_, zero_, head_id_;
   const Pipeline* gather_ = nullptr;
 };
 

@@ -19,8 +19,10 @@ struct Engine::Parts {
   StepBuffers buffers;
   std::unique_ptr<Verifier> verifier;
   std::vector<std::unique_ptr<Drafter>> drafter_store;
+  std::vector<Drafter*> plan_drafters;  // drafter_store's, in order
   std::unique_ptr<Combiner> combiner;
   std::unique_ptr<StepPlan> plan;
+  bool pair = false;  // PlanShape::pair
   DeviceTree root_tree;  // a root-only tree: what the prefill's first token is sampled through
   Buffer probs;          // (1, V) G's output for that draw
   Buffer path;           // its accepted path (the root alone)
@@ -117,6 +119,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     if (s == Strategy::Single2) ds.head_id = 2;
     p.drafter_store.push_back(make_eagle_drafter(ctx, *heads[i], *p.verifier, ds));
     drafters.push_back(p.drafter_store.back().get());
+    p.plan_drafters.push_back(drafters.back());
   }
   if (sampling()) {
     p.probs = Buffer(ctx, uint64_t(V) * 4);
@@ -126,7 +129,8 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     p.root_tree.token.upload(std::vector<uint32_t>{0});
     p.root_tree.head.upload(std::vector<uint32_t>{0});
   }
-  PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels};
+  p.pair = opts.pair_heads && heads.size() == 2 && heads[0] != heads[1];
+  PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair};
   p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
   p.run = std::make_unique<Parts::Run>();
 }
@@ -160,7 +164,8 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     p.verifier->forward(seq, a);
     const uint32_t pairs = std::min(c0 + n, P - 1) - std::min(c0, P - 1);
     if (pairs)
-      for (auto& d : p.drafter_store) d->record_prefill(seq, b, model_.hidden(), model_.taps(), c0, pairs);
+      record_drafters(seq, p.plan_drafters, p.pair,
+                      [&](Drafter& d) { d.record_prefill(seq, b, model_.hidden(), model_.taps(), c0, pairs); });
   }
   const Mat last = model_.logits().row((P - 1) % R);
   if (sampling()) {
@@ -333,6 +338,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   st.host_waits_per_token = generated > 0 ? waits / generated : 0;
   st.host_cpu_us_per_step = st.steps ? cpu_us / st.steps : 0;
   st.dispatches_per_step = p.plan->dispatches();
+  st.paired_per_step = p.plan->paired();
   st.nodes_per_step = p.plan->verify_nodes();
   if (submits && opts_.time_kernels) {  // the last step of each submission is the one timed
     st.draft_ms = timing.draft_ms / submits;

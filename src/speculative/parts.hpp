@@ -78,6 +78,21 @@ class Drafter {
   virtual const DeviceTree& tree() const = 0;
 };
 
+// Records fn(d) for each drafter. Two drafters over distinct heads (`pair`) record as one pair
+// section (Sequence::begin_pair): each dispatch of one that matches the other's runs once for both.
+template <class F>
+void record_drafters(Sequence& seq, std::span<Drafter* const> drafters, bool pair, F&& fn) {
+  if (!pair || drafters.size() != 2) {
+    for (Drafter* d : drafters) fn(*d);
+    return;
+  }
+  seq.begin_pair();
+  fn(*drafters[0]);
+  seq.next_pair();
+  fn(*drafters[1]);
+  seq.end_pair();
+}
+
 // EAGLE-1/2 or EAGLE-3 head (seed 001 §3, DESIGN.md §2): top-k expansion level by level, best B kept.
 std::unique_ptr<Drafter> make_eagle_drafter(Context& ctx, EagleHead& head, const Verifier& v, const DraftShape& s);
 

@@ -19,6 +19,7 @@ struct PlanShape {
   bool sampling = false;
   SamplingOptions sampler;
   bool timed = false;  // timestamps per dispatch (of the last step in a submission)
+  bool pair = false;   // two drafters over distinct heads: record_drafters pairs them
 };
 
 class StepPlan {
@@ -33,6 +34,7 @@ class StepPlan {
   VkFence fence() const { return seq_.fence(); }
   bool pending() const { return seq_.pending(); }
   uint32_t dispatches() const { return seq_.dispatch_count(); }
+  uint32_t paired() const { return seq_.paired_count(); }  // PAIR dispatches among them
   uint32_t verify_nodes() const { return n_verify_nodes_; }
   // GPU milliseconds of the last step by phase and by kernel (timed plans).
   struct Timing {

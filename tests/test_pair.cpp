@@ -1,0 +1,155 @@
+// Two draft heads in shared dispatches (Sequence::begin_pair, shaders/pair.glsl): a pair section
+// must compute exactly what its two lists compute one after the other, on every kernel variant
+// that has a PAIR build, and the engine's paired drafts must be the unpaired ones.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "matmul_reference.hpp"
+#include "spec_fixtures.hpp"
+#include "vk_fixture.hpp"
+#include "vkspec/engine.hpp"
+#include "vkspec/ops.hpp"
+
+using namespace vkspec;
+using namespace vkspec::test;
+
+namespace {
+
+// One head's worth of buffers for the randomized pair test.
+struct Side {
+  DeviceWeight w;
+  Buffer x, y, ids, logp, tok, emb, copy;
+  Side(Context& ctx, WeightType t, uint32_t N, uint32_t K, uint32_t B, uint32_t seed)
+      : w(upload_weight(ctx, t, N, K, make_weight(t, N, K, seed).data())),
+        x(ctx, uint64_t(B) * round4(K) * 4),
+        y(ctx, uint64_t(B) * N * 4),
+        ids(ctx, uint64_t(B) * 32 * 4),
+        logp(ctx, uint64_t(B) * 32 * 4),
+        tok(ctx, uint64_t(B) * 4),
+        emb(ctx, uint64_t(B) * round4(K) * 4),
+        copy(ctx, uint64_t(B) * N * 4) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> xs(size_t(B) * round4(K));
+    for (auto& v : xs) v = u(rng);
+    x.upload(xs);
+    std::vector<uint32_t> ts(B);
+    for (auto& v : ts) v = rng() % N;
+    tok.upload(ts);
+    y.upload(std::vector<float>(size_t(B) * N, 0.0f));
+    emb.upload(std::vector<float>(size_t(B) * round4(K), 0.0f));
+    copy.upload(std::vector<float>(size_t(B) * N, 0.0f));
+    ids.upload(std::vector<uint32_t>(size_t(B) * 32, 0));  // top-k writes 4 of each row's 32
+    logp.upload(std::vector<float>(size_t(B) * 32, 0.0f));
+  }
+  // The ops a draft level runs, on this side's buffers; `extra` puts an op the other side lacks
+  // in the middle, so the lists no longer line up one to one after it.
+  void record(Sequence& seq, uint32_t N, uint32_t K, uint32_t B, const KernelConfig& cfg, bool extra) {
+    MatmulArgs ma;
+    ma.cfg = cfg;
+    matmul(seq, w, Mat{&x, 0, round4(K)}, Mat{&y, 0, N}, B, ma);
+    if (extra) seq.fill(ids, 7u);
+    embed(seq, w, tok, 0, Mat{&emb, 0, round4(K)}, B);
+    topk(seq, Mat{&y, 0, N}, B, N, 4, ids, logp, 0, 32);
+    copy_rows(seq, Mat{&y, 0, N}, 0, Mat{&copy, 0, N}, B, N);
+  }
+  std::vector<std::vector<uint8_t>> results(uint32_t N, uint32_t K, uint32_t B) const {
+    return {y.read<uint8_t>(size_t(B) * N * 4), ids.read<uint8_t>(size_t(B) * 32 * 4),
+            logp.read<uint8_t>(size_t(B) * 32 * 4), emb.read<uint8_t>(size_t(B) * round4(K) * 4),
+            copy.read<uint8_t>(size_t(B) * N * 4)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "pair: a pair section computes bit for bit what its two lists compute one after the other") {
+  const bool can = ctx.caps().pair_dispatch;
+  MESSAGE("device pair_dispatch: " << std::string(can ? "yes" : "no (every command runs unpaired)"));
+  std::mt19937 rng(21);
+  // Every matmul variant has a PAIR build: 0 split-K, 1 rows, 2 subgroup split-K, 3 lanes.
+  for (int variant : {0, 1, 2, 3})
+    for (WeightType t : {WeightType::F16, WeightType::Q8_0, WeightType::Q4_K}) {
+      if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+      const uint32_t N = 256 + 32 * (rng() % 3), K = 256, B = 1 + rng() % 6;
+      KernelConfig cfg;
+      cfg.matmul_rows = variant;
+      for (bool extra : {false, true}) {
+        CAPTURE(variant);
+        const std::string type = weight_type_name(t);
+        CAPTURE(type);
+        CAPTURE(extra);
+        Side a1(ctx, t, N, K, B, 1), b1(ctx, t, N, K, B, 2), a2(ctx, t, N, K, B, 1), b2(ctx, t, N, K, B, 2);
+        Sequence apart(ctx);
+        apart.begin();
+        a1.record(apart, N, K, B, cfg, extra);
+        b1.record(apart, N, K, B, cfg, false);
+        apart.run();
+        Sequence paired(ctx);
+        paired.begin();
+        paired.begin_pair();
+        a2.record(paired, N, K, B, cfg, extra);
+        paired.next_pair();
+        b2.record(paired, N, K, B, cfg, false);
+        paired.end_pair();
+        paired.run();
+        const auto ra1 = a1.results(N, K, B), ra2 = a2.results(N, K, B), rb1 = b1.results(N, K, B),
+                   rb2 = b2.results(N, K, B);
+        for (size_t r = 0; r < ra1.size(); ++r) {
+          CAPTURE(r);  // 0 matmul, 1 top-k ids, 2 top-k log-probs, 3 embedding rows, 4 copied rows
+          CHECK(ra2[r] == ra1[r]);
+          CHECK(rb2[r] == rb1[r]);
+        }
+        // Weights differ per side, so a pair that read one side's descriptors twice would fail above.
+        CHECK(ra1[0] != rb1[0]);
+        // Four ops per side; the fill shifts the first list by one after the matmul.
+        const uint32_t want = !can ? 0 : extra ? 1 : 4;
+        CHECK(paired.paired_count() == want);
+        CHECK(paired.dispatch_count() + paired.paired_count() == apart.dispatch_count());
+      }
+    }
+}
+
+TEST_CASE_FIXTURE(VkTest, "pair: a section out of order is refused") {
+  Sequence seq(ctx);
+  seq.begin();
+  CHECK_THROWS_WITH_AS(seq.next_pair(), doctest::Contains("not capturing the first list"), Error);
+  CHECK_THROWS_WITH_AS(seq.end_pair(), doctest::Contains("not capturing the second list"), Error);
+  seq.begin_pair();
+  CHECK_THROWS_WITH_AS(seq.begin_pair(), doctest::Contains("already in a pair section"), Error);
+  CHECK_THROWS_WITH_AS(seq.end(), doctest::Contains("pair section is still open"), Error);
+  seq.next_pair();
+  seq.end_pair();
+  seq.run();
+}
+
+TEST_CASE_FIXTURE(VkTest, "pair: two heads drafting in shared dispatches give the unpaired drafts and tokens") {
+  DemoRig rig(ctx);
+  for (Strategy s : {Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    EngineOptions o;
+    o.strategy = s;
+    o.depth = 5, o.budget = 8;
+    Engine paired(ctx, rig.model, &rig.head1, &rig.head2, o);
+    o.pair_heads = false;
+    Engine apart(ctx, rig.model, &rig.head1, &rig.head2, o);
+    for (size_t i = 0; i < 4; ++i) {
+      const std::string name = strategy_name(s);
+      CAPTURE(name);
+      CAPTURE(i);
+      const GenerateStats p = paired.generate(rig.prompts[i], 64), a = apart.generate(rig.prompts[i], 64);
+      CHECK(p.tokens == a.tokens);
+      CHECK(p.accept_hist == a.accept_hist);  // the same drafts: the same accepted lengths, step by step
+      CHECK(p.head_wins == a.head_wins);
+      CHECK(a.paired_per_step == 0);
+      CHECK(p.dispatches_per_step + p.paired_per_step == a.dispatches_per_step);
+      if (ctx.caps().pair_dispatch) {
+        // Every op of every draft level pairs: gather, embed, the head's 7 matmuls and passes,
+        // top-k and expand — more than 10 per level, and at least half the drafting.
+        CHECK(p.paired_per_step >= 10 * o.depth);
+        MESSAGE(name << ": " << a.dispatches_per_step << " dispatches per step unpaired, "
+                                 << p.dispatches_per_step << " paired");
+      }
+    }
+  }
+}
