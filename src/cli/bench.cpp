@@ -1,9 +1,12 @@
-// `vkspec bench`: every strategy over the same prompts — τ, tokens/s, speedup over `ar`, host
-// waits per step, verified nodes per step — as a table on stderr and JSON on stdout (--json).
+// `vkspec bench`: every strategy over the same prompts — τ, tokens/s, speedup over `ar` (the median
+// over interleaved rounds, with the rounds' spread), host waits per step, verified nodes per
+// step — as a table on stderr and JSON on stdout (--json).
 // Budgets are per head; merge verifies 1 + 2B nodes, so rows also carry nodes_per_step for
 // comparisons at equal verified-node count (DESIGN.md §9).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +16,12 @@ namespace vkspec::cli {
 
 nlohmann::json stats_json(const GenerateStats& st, const Session& s);
 int run_suite(Args& args);  // bench_suite.cpp
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
 
 static int run_bench(const std::vector<std::string>& argv) {
   Args args(argv);
@@ -24,6 +33,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   const uint32_t n = uint32_t(args.get_uint("n", 64));
   if (n == 0) throw Error("bench needs -n of at least 1 new token per prompt");
   const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX));
+  const uint32_t rounds = uint32_t(args.get_uint("rounds", 3, 1000));
+  if (rounds == 0) throw Error("--rounds must be at least 1");
   std::vector<uint32_t> budgets;
   const std::string budget_list = args.get("budget", "8");
   for (auto& b : split_list(budget_list, ',')) budgets.push_back(uint32_t(parse_uint("budget", b)));
@@ -53,78 +64,123 @@ static int run_bench(const std::vector<std::string>& argv) {
   }
   if (prompts.empty()) throw Error("the prompt file holds no prompts");
 
-  nlohmann::json results = nlohmann::json::array();
-  double ar_tps = 0;
-  std::fprintf(stderr, "%-11s %6s %6s %7s %10s %8s %11s\n", "strategy", "budget", "nodes", "tau", "tokens/s", "speedup",
-               "waits/step");
+  // Every configuration is built first, then measured in `rounds` interleaved rounds (each runs
+  // every configuration over all prompts in turn), so a slow stretch of the machine hits all of
+  // them alike; each configuration's speedup is taken against ar's time in the same round.
+  struct Config {
+    Strategy strat;
+    uint32_t B;
+    std::unique_ptr<Engine> engine;
+    std::string error;
+    uint64_t toks = 0, steps = 0, prompt_tokens = 0;
+    double secs = 0, waits = 0, cpu_us = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
+    uint32_t dispatches = 0, paired = 0, nodes = 1;
+    std::vector<uint32_t> hist;
+    std::array<double, 4> wins{};
+    std::vector<double> round_tps;
+  };
+  std::vector<Config> configs;
   for (uint32_t B : budgets)
     for (Strategy strat : strategies) {
       if (strat == Strategy::AR && B != budgets.front()) continue;  // ar has no budget
+      Config c{strat, B};
       s.engine.strategy = strat;
       s.engine.budget = B;
-      std::unique_ptr<Engine> eng;
       try {
-        eng = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
-        for (auto& p : prompts) eng->check_fits(p, n);
+        c.engine = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
+        for (auto& p : prompts) c.engine->check_fits(p, n);
       } catch (const Error& e) {
         // One configuration that cannot run (a tree too big for the context, say) is reported,
         // not allowed to discard every measurement before it.
-        std::fprintf(stderr, "%-11s %6u  skipped: %s\n", strategy_name(strat), B, e.what());
-        results.push_back({{"strategy", strategy_name(strat)}, {"budget", B}, {"error", e.what()}});
-        continue;
+        c.engine.reset();
+        c.error = e.what();
       }
-      Engine& engine = *eng;
-      uint64_t toks = 0, steps = 0;
-      double secs = 0, waits = 0, cpu_us = 0, draft = 0, verify = 0, commit = 0, prefill_s = 0;
-      uint64_t prompt_tokens = 0;
-      uint32_t dispatches = 0;
-      std::vector<uint32_t> hist;
-      std::array<double, 4> wins{};
-      uint32_t nodes = 1;
-      for (auto& p : prompts) {
-        GenerateStats st = engine.generate(p, n);
-        toks += st.tokens.size() - 1;  // the first token comes from the prefill, not a step
-        steps += st.steps;
-        secs += st.seconds;
-        waits += st.host_waits_per_step * st.steps;
-        cpu_us += st.host_cpu_us_per_step * st.steps;
-        draft += st.draft_ms * st.steps, verify += st.verify_ms * st.steps, commit += st.commit_ms * st.steps;
-        for (int i = 0; i < 4; ++i) wins[i] += st.head_wins[i];
-        if (hist.size() < st.accept_hist.size()) hist.resize(st.accept_hist.size());
-        for (size_t i = 0; i < st.accept_hist.size(); ++i) hist[i] += st.accept_hist[i];
-        nodes = std::max(nodes, st.nodes_per_step);
-        prefill_s += st.prefill_seconds;
-        prompt_tokens += p.size();
-        dispatches = std::max(dispatches, st.dispatches_per_step);
-      }
-      const double tau = steps ? double(toks) / steps : 0, tps = secs > 0 ? toks / secs : 0;
-      if (strat == Strategy::AR) ar_tps = tps;
-      nlohmann::json r = {{"strategy", strategy_name(strat)},
-                          {"budget", strat == Strategy::AR ? 0 : B},
-                          {"nodes_per_step", strat == Strategy::AR ? 1 : nodes},
-                          {"tau", tau},
-                          {"tokens_per_s", tps},
-                          {"speedup", ar_tps > 0 ? nlohmann::json(tps / ar_tps) : nlohmann::json(nullptr)},
-                          {"host_waits_per_step", steps ? waits / steps : 0},
-                          {"host_waits_per_token", toks ? waits / toks : 0},
-                          {"host_cpu_us_per_step", steps ? cpu_us / steps : 0},
-                          {"steps_per_submit", s.engine.steps_per_submit},
-                          {"accept_hist", hist},
-                          {"dispatches_per_step", dispatches},
-                          {"prefill_tokens_per_s", prefill_s > 0 ? prompt_tokens / prefill_s : 0.0},
-                          {"prompts", prompts.size()},
-                          {"new_tokens", n}};
-      if (strat != Strategy::AR)
-        r[strat == Strategy::Route ? "route_wins" : "accepted_path_head"] = {
-            {"none", wins[0] / steps}, {"head1", wins[1] / steps}, {"head2", wins[2] / steps}, {"both", wins[3] / steps}};
-      if (timing && steps)
-        r["gpu_ms_per_step"] = {{"draft", draft / steps}, {"verify", verify / steps}, {"commit", commit / steps}};
-      results.push_back(r);
-      std::fprintf(stderr, "%-11s %6u %6u %7.3f %10.2f %8s %11.2f\n", strategy_name(strat),
-                   strat == Strategy::AR ? 0 : B, strat == Strategy::AR ? 1 : nodes, tau, tps,
-                   ar_tps > 0 ? (std::to_string(tps / ar_tps).substr(0, 5) + "x").c_str() : "-",
-                   steps ? waits / steps : 0.0);
+      configs.push_back(std::move(c));
     }
+  const Config* ar = nullptr;
+  for (const Config& c : configs)
+    if (c.strat == Strategy::AR && c.engine) ar = &c;
+  const bool tty = isatty(2);  // a progress line on a terminal only
+  for (uint32_t round = 0; round < rounds; ++round)
+    for (Config& c : configs) {
+      if (!c.engine) continue;
+      if (tty) std::fprintf(stderr, "\rround %u/%u: %-11s budget %-4u", round + 1, rounds, strategy_name(c.strat), c.B);
+      uint64_t toks = 0;
+      double secs = 0;
+      for (auto& p : prompts) {
+        GenerateStats st = c.engine->generate(p, n);
+        toks += st.tokens.size() - 1;  // the first token comes from the prefill, not a step
+        secs += st.seconds;
+        c.steps += st.steps;
+        c.waits += st.host_waits_per_step * st.steps;
+        c.cpu_us += st.host_cpu_us_per_step * st.steps;
+        c.draft += st.draft_ms * st.steps, c.verify += st.verify_ms * st.steps, c.commit += st.commit_ms * st.steps;
+        for (int i = 0; i < 4; ++i) c.wins[i] += st.head_wins[i];
+        if (c.hist.size() < st.accept_hist.size()) c.hist.resize(st.accept_hist.size());
+        for (size_t i = 0; i < st.accept_hist.size(); ++i) c.hist[i] += st.accept_hist[i];
+        c.nodes = std::max(c.nodes, st.nodes_per_step);
+        c.prefill_s += st.prefill_seconds;
+        c.prompt_tokens += p.size();
+        c.dispatches = std::max(c.dispatches, st.dispatches_per_step);
+        c.paired = std::max(c.paired, st.paired_per_step);
+      }
+      c.toks += toks;
+      c.secs += secs;
+      c.round_tps.push_back(secs > 0 ? toks / secs : 0);
+    }
+  if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+
+  nlohmann::json results = nlohmann::json::array();
+  std::fprintf(stderr, "%-11s %6s %6s %7s %10s %8s %8s %11s\n", "strategy", "budget", "nodes", "tau", "tokens/s", "speedup",
+               "spread", "waits/step");
+  for (const Config& c : configs) {
+    if (!c.engine) {
+      std::fprintf(stderr, "%-11s %6u  skipped: %s\n", strategy_name(c.strat), c.B, c.error.c_str());
+      results.push_back({{"strategy", strategy_name(c.strat)}, {"budget", c.B}, {"error", c.error}});
+      continue;
+    }
+    const bool is_ar = c.strat == Strategy::AR;
+    const double tau = c.steps ? double(c.toks) / c.steps : 0, tps = c.secs > 0 ? c.toks / c.secs : 0;
+    // Per round: this configuration's tokens/s over ar's in the same round; the median is the figure.
+    std::vector<double> ratios;
+    for (size_t r = 0; ar && r < c.round_tps.size(); ++r)
+      if (ar->round_tps[r] > 0) ratios.push_back(c.round_tps[r] / ar->round_tps[r]);
+    const double speedup = ratios.empty() ? 0 : median(ratios);
+    const auto [lo, hi] = std::minmax_element(c.round_tps.begin(), c.round_tps.end());
+    const double spread = tps > 0 ? (*hi - *lo) / tps : 0;  // (max - min) / mean over the rounds
+    const uint64_t steps = c.steps;
+    nlohmann::json r = {{"strategy", strategy_name(c.strat)},
+                        {"budget", is_ar ? 0 : c.B},
+                        {"nodes_per_step", is_ar ? 1 : c.nodes},
+                        {"tau", tau},
+                        {"tokens_per_s", tps},
+                        {"tokens_per_s_rounds", c.round_tps},
+                        {"spread", spread},
+                        {"speedup", ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(speedup)},
+                        {"speedup_rounds", ratios},
+                        {"host_waits_per_step", steps ? c.waits / steps : 0},
+                        {"host_waits_per_token", c.toks ? c.waits / c.toks : 0},
+                        {"host_cpu_us_per_step", steps ? c.cpu_us / steps : 0},
+                        {"steps_per_submit", s.engine.steps_per_submit},
+                        {"accept_hist", c.hist},
+                        {"dispatches_per_step", c.dispatches},
+                        {"paired_dispatches_per_step", c.paired},
+                        {"prefill_tokens_per_s", c.prefill_s > 0 ? c.prompt_tokens / c.prefill_s : 0.0},
+                        {"prompts", prompts.size()},
+                        {"rounds", rounds},
+                        {"new_tokens", n}};
+    if (!is_ar)
+      r[c.strat == Strategy::Route ? "route_wins" : "accepted_path_head"] = {{"none", c.wins[0] / steps},
+                                                                             {"head1", c.wins[1] / steps},
+                                                                             {"head2", c.wins[2] / steps},
+                                                                             {"both", c.wins[3] / steps}};
+    if (timing && steps)
+      r["gpu_ms_per_step"] = {{"draft", c.draft / steps}, {"verify", c.verify / steps}, {"commit", c.commit / steps}};
+    results.push_back(r);
+    std::fprintf(stderr, "%-11s %6u %6u %7.3f %10.2f %8s %7.0f%% %11.2f\n", strategy_name(c.strat), is_ar ? 0 : c.B,
+                 is_ar ? 1 : c.nodes, tau, tps, ratios.empty() ? "-" : (std::to_string(speedup).substr(0, 5) + "x").c_str(),
+                 100.0 * spread, steps ? c.waits / steps : 0.0);
+  }
   nlohmann::json out = {{"device", s.ctx->caps().name}, {"model", s.file->path()}, {"results", results}};
   if (json) std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
@@ -132,7 +188,7 @@ static int run_bench(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench",
                            "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] -n N "
-                           "[--budget 4,8,...] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
+                           "[--budget 4,8,...] [--rounds R] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
                            "or the fixed suite: --suite quick|standard [-m M] [--json [F]] [--md [F]]; --from-json F --md [G]",
                            run_bench};
 
