@@ -68,8 +68,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   // every configuration over all prompts in turn), so a slow stretch of the machine hits all of
   // them alike; each configuration's speedup is taken against ar's time in the same round.
   struct Config {
-    Strategy strat;
-    uint32_t B;
+    Strategy strat = Strategy::AR;
+    uint32_t B = 0;
     std::unique_ptr<Engine> engine;
     std::string error;
     uint64_t toks = 0, steps = 0, prompt_tokens = 0;
@@ -83,7 +83,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   for (uint32_t B : budgets)
     for (Strategy strat : strategies) {
       if (strat == Strategy::AR && B != budgets.front()) continue;  // ar has no budget
-      Config c{strat, B};
+      Config c;
+      c.strat = strat, c.B = B;
       s.engine.strategy = strat;
       s.engine.budget = B;
       try {
