@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // out(T, C) = table[tokens[t]] — embedding gather from a weight matrix (V, C) in any weight type.
 // One workgroup per row; each invocation decodes whole 32-value blocks.
 layout(local_size_x_id = 0) in;

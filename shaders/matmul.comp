@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)]
 //
 // One workgroup computes ROWS output rows for up to BMAX activation rows (gl_WorkGroupID.y picks

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
 // y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)] — lanes across output rows, for CPU-like devices.
@@ -24,6 +25,9 @@ layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const uint XS = 0;   // > 0: the subgroup size, and x is fetched once per subgroup
 layout(constant_id = 6) const uint XT = 1;   // with XS: texels of x each lane fetches per piece, ceil(2·BT / XS)
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
+// Array sizes named once: each spelling of a specialization-constant expression is its own type.
+const uint XV = 8 * BT;  // a block of x for the tile: 8 texels per activation row
+const uint RB = R * BT;  // accumulators
 
 #include "weights.glsl"
 
@@ -92,6 +96,64 @@ void load_piece(uint row, uint block, uint kb, uint p, out vec4 lo, out vec4 hi)
 }
 #endif
 
+// The tile's x for values 8p .. 8p+7 of block blk: xl[b], xh[b] per activation row b. With XS
+// a piece of x for the tile is 2·BT texels; lane l fetches texels l, l + XS, ... of them
+// (duplicates past the end, xsrc) and every lane takes each texel from its owner by a shuffle, so
+// the per-lane gathers a texel fetch costs on a CPU happen once per subgroup, not per lane.
+void tile_x(uint blk, uint p, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xl[BT], out vec4 xh[BT]) {
+  vec4 xp[XT], gp = vec4(1.0);
+  if (XS > 0) {
+    [[unroll]] for (uint j = 0; j < XT; ++j) xp[j] = load_x(xsrc[j] + blk * 8 + 2 * p);
+    if (NORM) gp = load_g(blk * 8 + 2 * p + (gl_SubgroupInvocationID & 1u));
+  }
+  [[unroll]] for (uint b = 0; b < BT; ++b) {
+    if (XS > 0) {
+      xl[b] = subgroupShuffle(xp[(2 * b) / XSD], (2 * b) % XSD);
+      xh[b] = subgroupShuffle(xp[(2 * b + 1) / XSD], (2 * b + 1) % XSD);
+      finish_x8(blk, p, tail, subgroupShuffle(gp, 0), subgroupShuffle(gp, 1), ss[b], xl[b], xh[b]);
+    } else {
+      load_x8(xrow[b], blk, p, tail, ss[b], xl[b], xh[b]);
+    }
+  }
+}
+
+#if !defined(PIECES) && !defined(RAW_SUPER)
+#define RAW_BLOCKS  // q4_0, q5_0, q5_1: one 32-value block at a time
+#endif
+
+// acc(r, b) += the dot of file-block sub-block s of every row's words (RAW_SUPER) or of block
+// blk (RAW_BLOCKS) with the tile's x of that block, xv(b, 8 texels). Values are n·d − m
+// (quants.glsl), so a row costs d·Σn·x − m·Σx: Σx is the rows' common part.
+#if defined(RAW_SUPER) || defined(RAW_BLOCKS)
+void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, inout float acc[RB]) {
+  [[unroll]] for (uint b = 0; b < BT; ++b) {
+    // Four running sums (one per vector component) by fused multiply-adds, then added in pairs:
+    // one instruction per value where dot() costs a multiply and an add.
+    vec4 a = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 8; ++i) a = fma(n[i], xv[8 * b + i], a);
+    const float s = (a.x + a.y) + (a.z + a.w);
+    acc[r * BT + b] += RAW_MIN ? s * d - m * xsum[b] : s * d;
+  }
+}
+
+// The tile's x of block blk, every piece, and with RAW_MIN the sum of each row's 32 values.
+void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xv[XV], out float xsum[BT]) {
+  [[unroll]] for (uint p = 0; p < 4; ++p) {
+    vec4 xl[BT], xh[BT];
+    tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
+    [[unroll]] for (uint b = 0; b < BT; ++b) {
+      xv[8 * b + 2 * p] = xl[b];
+      xv[8 * b + 2 * p + 1] = xh[b];
+    }
+  }
+  [[unroll]] for (uint b = 0; b < BT; ++b) {
+    xsum[b] = 0.0;
+    if (RAW_MIN)
+      [[unroll]] for (uint i = 0; i < 8; ++i) xsum[b] += dot(xv[8 * b + i], vec4(1.0));
+  }
+}
+#endif
+
 void main() {
   const uint b0 = gl_WorkGroupID.y * BT;
   const uint kb = (pc.K + 31) / 32, full = pc.K / 32;
@@ -106,43 +168,48 @@ void main() {
   uint xrow[BT];
   for (uint b = 0; b < BT; ++b) xrow[b] = (pc.x_offset + min(b0 + b, pc.B - 1) * pc.x_stride) / 4;
 
-  // XS: a piece of x for the tile is 2·BT texels; lane l fetches texels l, l + XS, ... of them
-  // (duplicates past the end) and every lane takes each texel from its owner by a shuffle, so
-  // the per-lane gathers a texel fetch costs on a CPU happen once per subgroup, not per lane.
   const uint lane = XS > 0 ? gl_SubgroupInvocationID : 0;
-  uint xsrc[XT];
+  uint xsrc[XT];  // the x texels this lane fetches for the subgroup (tile_x)
   for (uint j = 0; j < XT; ++j) {
     const uint i = min(lane + XS * j, 2 * BT - 1);
     xsrc[j] = xrow[i / 2] + (i & 1u);
   }
 
-  float acc[R * BT];
+  float acc[RB];
   for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
+#if defined(RAW_SUPER)
+  // Block by block (K is a multiple of 256 here, so there is no tail): every row's block as
+  // words first, its 8 sub-blocks then decoded from registers against the tile's x.
+  const uint nsb = kb / RAW_SUBS;
+  for (uint sb = 0; sb < nsb; ++sb) {
+    uint w[R][RAW_WORDS];
+    [[unroll]] for (uint r = 0; r < R; ++r) raw_block_words((rows[r] * nsb + sb) * RAW_BYTES, w[r]);
+    [[unroll]] for (uint s = 0; s < RAW_SUBS; ++s) {
+      vec4 xv[XV];
+      float xsum[BT];
+      tile_x_block(sb * RAW_SUBS + s, false, xsrc, xrow, ss, xv, xsum);
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        vec4 n[8];
+        float d, m;
+        decode_words(w[r], s, n, d, m);
+        raw_dot(n, d, m, xv, xsum, r, acc);
+      }
+    }
+  }
+#else
   for (uint blk = 0; blk < kb; ++blk) {
     const bool tail = blk >= full;  // padding past K may hold anything, NaN included
-#ifdef PIECES
-    float part[R * BT];
+#if defined(PIECES)
+    float part[RB];
     for (uint i = 0; i < R * BT; ++i) part[i] = 0.0;
     for (uint p = 0; p < 4; ++p) {
       vec4 wl[R], wh[R];
       for (uint r = 0; r < R; ++r) load_piece(rows[r], blk, kb, p, wl[r], wh[r]);
-      vec4 xp[XT], gp = vec4(1.0);
-      if (XS > 0) {
-        for (uint j = 0; j < XT; ++j) xp[j] = load_x(xsrc[j] + blk * 8 + 2 * p);
-        if (NORM) gp = load_g(blk * 8 + 2 * p + (lane & 1u));
-      }
-      for (uint b = 0; b < BT; ++b) {
-        vec4 xl, xh;
-        if (XS > 0) {
-          xl = subgroupShuffle(xp[(2 * b) / XSD], (2 * b) % XSD);
-          xh = subgroupShuffle(xp[(2 * b + 1) / XSD], (2 * b + 1) % XSD);
-          finish_x8(blk, p, tail, subgroupShuffle(gp, 0), subgroupShuffle(gp, 1), ss[b], xl, xh);
-        } else {
-          load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);
-        }
-        for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl) + dot(wh[r], xh);
-      }
+      vec4 xl[BT], xh[BT];
+      tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
+      for (uint b = 0; b < BT; ++b)
+        for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl[b]) + dot(wh[r], xh[b]);
     }
 #if defined(WT_Q8_0)
     for (uint r = 0; r < R; ++r) {
@@ -153,23 +220,19 @@ void main() {
     for (uint i = 0; i < R * BT; ++i) acc[i] += part[i];
 #endif
 #else
+    // 32-value file blocks: the tile's x once for all R rows, each row's block decoded in turn.
+    vec4 xv[XV];
+    float xsum[BT];
+    tile_x_block(blk, tail, xsrc, xrow, ss, xv, xsum);
     for (uint r = 0; r < R; ++r) {
-      vec4 w[8];
-      float sc;
-      load_block_unscaled(rows[r], blk, kb, w, sc);
-      for (uint b = 0; b < BT; ++b) {
-        float s = 0.0, unused = 0.0;
-        for (uint p = 0; p < 4; ++p) {
-          vec4 xl, xh;
-          if (r == 0) load_x8(xrow[b], blk, p, tail, ss[b], xl, xh);  // x² summed once
-          else load_x8(xrow[b], blk, p, tail, unused, xl, xh);
-          s += dot(w[2 * p], xl) + dot(w[2 * p + 1], xh);
-        }
-        acc[r * BT + b] += s * sc;
-      }
+      vec4 n[8];
+      float d, m;
+      load_block_dm(rows[r], blk, kb, n, d, m);
+      raw_dot(n, d, m, xv, xsum, r, acc);
     }
 #endif
   }
+#endif
   for (uint b = 0; b < BT; ++b) {
     const float scale = NORM ? inversesqrt(ss[b] / float(pc.K) + pc.eps) : 1.0;
     for (uint r = 0; r < R; ++r) acc[r * BT + b] *= scale;

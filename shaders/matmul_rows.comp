@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)] — "rows per invocation" variant.
 //
 // Each invocation owns R whole output rows and walks all of K itself: no cross-lane reduction,

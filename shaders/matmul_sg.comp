@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // y(B, N) [+]= x(B, K) · W(N, K)^T [+ bias(N)] — one subgroup per workgroup, split-K.
 //
 // The lanes of one subgroup walk the 32-value blocks of R rows together (lane l takes blocks

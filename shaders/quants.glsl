@@ -33,6 +33,12 @@ const uint RAW_ELEMS = 256, RAW_BYTES = 136;
 #error "quants.glsl: unknown block type"
 #endif
 const uint RAW_SUBS = RAW_ELEMS / 32;  // 32-value sub-blocks per block
+// The types whose values are n·d − m with a per-sub-block m (decode_raw_dm).
+#if defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
+const bool RAW_MIN = true;
+#else
+const bool RAW_MIN = false;
+#endif
 
 // The 16 bits at byte b (even).
 uint raw_u16(uint b) {
@@ -67,6 +73,8 @@ void raw_words8(uint b, out uint w[8]) {
   }
 }
 
+// Conversions to float go through int (values < 2^31): a CPU without AVX-512 has no unsigned
+// conversion, and the compiler emulates one in several instructions per value.
 // The 4 bytes of a word, and its 8 nibbles as low (bytes' bits 0..3) and high halves.
 uvec4 bytes4(uint w) { return (uvec4(w) >> uvec4(0, 8, 16, 24)) & 0xffu; }
 uvec4 lo4(uint w) { return (uvec4(w) >> uvec4(0, 8, 16, 24)) & 0xfu; }
@@ -81,11 +89,11 @@ uvec4 bits_from(uint x, uint j) { return (uvec4(x) >> (uvec4(0, 1, 2, 3) + j)) &
 uint k4_byte(uvec4 h, uint i) { return (h[1 + i / 4] >> (8 * (i % 4))) & 0xffu; }
 void k4_scale_min(uvec4 h, uint j, out float sc, out float m) {
   if (j < 4) {
-    sc = float(k4_byte(h, j) & 63u);
-    m = float(k4_byte(h, j + 4) & 63u);
+    sc = float(int(k4_byte(h, j) & 63u));
+    m = float(int(k4_byte(h, j + 4) & 63u));
   } else {
-    sc = float((k4_byte(h, j + 4) & 0xfu) | ((k4_byte(h, j - 4) >> 6) << 4));
-    m = float((k4_byte(h, j + 4) >> 4) | ((k4_byte(h, j) >> 6) << 4));
+    sc = float(int((k4_byte(h, j + 4) & 0xfu) | ((k4_byte(h, j - 4) >> 6) << 4)));
+    m = float(int((k4_byte(h, j + 4) >> 4) | ((k4_byte(h, j) >> 6) << 4)));
   }
 }
 #endif
@@ -93,6 +101,50 @@ void k4_scale_min(uvec4 h, uint j, out float sc, out float m) {
 #if defined(WT_IQ4_XS)
 const float IQ4NL[16] = float[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 vec4 iq4(uvec4 n) { return vec4(IQ4NL[n.x], IQ4NL[n.y], IQ4NL[n.z], IQ4NL[n.w]); }
+#endif
+
+#if defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
+// decode_raw_dm(b, s, n, d, m): sub-block s of the block at byte b as integers n and the
+// sub-block's factors: value 4i + c is n[i][c]·d − m (decode_raw computes exactly that). A dot
+// product then costs d·Σn·x − m·Σx per sub-block, not a multiply and a subtract per value.
+void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
+#if defined(WT_Q5_1)
+  uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
+  raw_words8(b, q);
+  const vec2 dm = unpackHalf2x16(q[0]);
+  d = dm.x;
+  m = -dm.y;
+  for (uint i = 0; i < 4; ++i) {
+    n[i] = vec4(ivec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)));
+    n[4 + i] = vec4(ivec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)));
+  }
+#else
+  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
+  const uvec4 h = load_w(b >> 4);
+  const vec2 dd = unpackHalf2x16(h.x);
+  float sc, mn;
+  k4_scale_min(h, s, sc, mn);
+  precise float dl = dd.x * sc;
+  precise float ml = dd.y * mn;
+  d = dl;
+  m = ml;
+#if defined(WT_Q4_K)
+  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
+#else
+  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
+  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
+#endif
+  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
+  for (uint i = 0; i < 8; ++i) {
+    const uint w = i < 4 ? q0[i] : q1[i - 4];
+    uvec4 v = (s & 1u) != 0 ? hi4(w) : lo4(w);
+#if defined(WT_Q5_K)
+    v |= bit4(i < 4 ? qh0[i] : qh1[i - 4], s) << 4;
+#endif
+    n[i] = vec4(ivec4(v));
+  }
+#endif
+}
 #endif
 
 void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
@@ -112,40 +164,12 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
     v[i] = vec4(ivec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) - 16);
     v[4 + i] = vec4(ivec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) - 16);
   }
-#elif defined(WT_Q5_1)
-  uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
-  raw_words8(b, q);
-  const vec2 dm = unpackHalf2x16(q[0]);
+#elif defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
+  float d, m;
+  decode_raw_dm(b, s, v, d, m);
   scale = 1.0;
-  for (uint i = 0; i < 4; ++i) {
-    precise vec4 a = vec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)) * dm.x + dm.y;
-    precise vec4 c = vec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)) * dm.x + dm.y;
-    v[i] = a;
-    v[4 + i] = c;
-  }
-#elif defined(WT_Q4_K) || defined(WT_Q5_K)
-  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
-  const uvec4 h = load_w(b >> 4);
-  const vec2 dd = unpackHalf2x16(h.x);
-  float sc, m;
-  k4_scale_min(h, s, sc, m);
-  precise float dl = dd.x * sc;
-  precise float ml = dd.y * m;
-  scale = 1.0;
-#if defined(WT_Q4_K)
-  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
-#else
-  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
-  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
-#endif
-  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
   for (uint i = 0; i < 8; ++i) {
-    const uint w = i < 4 ? q0[i] : q1[i - 4];
-    uvec4 n = (s & 1u) != 0 ? hi4(w) : lo4(w);
-#if defined(WT_Q5_K)
-    n |= bit4(i < 4 ? qh0[i] : qh1[i - 4], s) << 4;
-#endif
-    precise vec4 x = dl * vec4(n) - ml;
+    precise vec4 x = v[i] * d - m;
     v[i] = x;
   }
 #elif defined(WT_Q6_K)
@@ -191,3 +215,95 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
   }
 #endif
 }
+
+#if defined(WT_Q3_K) || defined(WT_Q4_K) || defined(WT_Q5_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
+// Whole 256-value blocks as words, for kernels that walk a row block by block (matmul_lanes.comp
+// on CPU rasterizers, where a texel fetch is a per-lane gather that costs far more than the
+// arithmetic it feeds): one block is RAW_TEXELS fetches, then its 8 sub-blocks decode from
+// registers — 9 fetches per 256 q4_K values instead of 24, 15 per 256 q6_K values instead of 64.
+#define RAW_SUPER
+const uint RAW_WORDS = (RAW_BYTES + 3) / 4;
+const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from any of a texel's 4 words
+
+// w[k] = the 4 bytes at b + 4k (b even; the last word may run past the block into the next or
+// the chunk's 32 bytes of padding, and the texels read stay inside them).
+void raw_block_words(uint b, out uint w[RAW_WORDS]) {
+  uvec4 t[RAW_TEXELS];
+  [[unroll]] for (uint i = 0; i < RAW_TEXELS; ++i) t[i] = load_w((b >> 4) + i);
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+  // 144- and 176-byte blocks, rows a whole number of them: every block starts on a texel.
+  [[unroll]] for (uint k = 0; k < RAW_WORDS; ++k) w[k] = t[k / 4][k % 4];
+#else
+  const uint q = (b >> 2) & 3u;
+  const bool odd = (b & 2u) != 0;
+  [[unroll]] for (uint k = 0; k < RAW_WORDS; ++k) {
+    // Words q + k and q + k + 1 of the texels, by selects over constant indices (a dynamically
+    // indexed local array is spilled to memory on CPU rasterizers).
+    const uint a0 = t[k / 4][k % 4], a1 = t[(k + 1) / 4][(k + 1) % 4], a2 = t[(k + 2) / 4][(k + 2) % 4],
+               a3 = t[(k + 3) / 4][(k + 3) % 4], a4 = t[(k + 4) / 4][(k + 4) % 4];
+    const uint lo = q == 0u ? a0 : q == 1u ? a1 : q == 2u ? a2 : a3;
+    const uint hi = q == 0u ? a1 : q == 1u ? a2 : q == 2u ? a3 : a4;
+    w[k] = odd ? (lo >> 16) | (hi << 16) : lo;
+  }
+#endif
+}
+
+// Sub-block s (a constant where the caller unrolls) of a block's words as integers n and
+// factors: value 4i + c is n[i][c]·d − m, with the same float operations as decode_raw.
+void decode_words(uint w[RAW_WORDS], uint s, out vec4 n[8], out float d, out float m) {
+  m = 0.0;
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+  const vec2 dd = unpackHalf2x16(w[0]);
+  float sc, mn;
+  k4_scale_min(uvec4(w[0], w[1], w[2], w[3]), s, sc, mn);
+  precise float dl = dd.x * sc;
+  precise float ml = dd.y * mn;
+  d = dl;
+  m = ml;
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+#if defined(WT_Q4_K)
+    const uint q = w[4 + 8 * (s / 2) + i];
+#else
+    const uint q = w[12 + 8 * (s / 2) + i];
+#endif
+    uvec4 v = (s & 1u) != 0 ? hi4(q) : lo4(q);
+#if defined(WT_Q5_K)
+    v |= bit4(w[4 + i], s) << 4;
+#endif
+    n[i] = vec4(ivec4(v));
+  }
+#elif defined(WT_Q6_K)
+  const uint h = s / 4, j = s % 4;
+  d = unpackHalf2x16(w[52]).x;
+  const uint sc2 = w[48 + 2 * h + j / 2] >> (16 * (j % 2));  // int8 scales of values 0..15 and 16..31
+  const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    const uint ql = w[16 * h + 8 * (j % 2) + i];
+    const uvec4 lo = (j / 2) != 0 ? hi4(ql) : lo4(ql);
+    const uvec4 hi = (bytes4(w[32 + 8 * h + i]) >> (2 * j)) & 3u;
+    n[i] = vec4((ivec4(lo | (hi << 4)) - 32) * (i < 4 ? sc0 : sc1));
+  }
+#elif defined(WT_Q3_K)
+  const uint h = s / 4, j = s % 4;
+  d = unpackHalf2x16(w[27]).x;
+  int sc[2];
+  [[unroll]] for (uint g = 0; g < 2; ++g) {
+    const uint k = 2 * s + g;
+    const uint lo = k < 8 ? (w[24 + k / 4] >> (8 * (k % 4))) & 0xfu : (w[24 + (k - 8) / 4] >> (8 * ((k - 8) % 4) + 4)) & 0xfu;
+    const uint hi = (w[26] >> (8 * (k % 4) + 2 * (k / 4))) & 3u;
+    sc[g] = int(lo | (hi << 4)) - 32;
+  }
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    const ivec4 q = ivec4((bytes4(w[8 + 8 * h + i]) >> (2 * j)) & 3u) - 4 * ivec4(1u - bit4(w[i], s));
+    n[i] = vec4(q * sc[i / 4]);
+  }
+#elif defined(WT_IQ4_XS)
+  const uint ls = ((w[1] >> (8 * (s / 2) + 4 * (s % 2))) & 0xfu) | (((w[0] >> (16 + 2 * s)) & 3u) << 4);
+  d = unpackHalf2x16(w[0]).x * float(int(ls) - 32);
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    n[i] = iq4(lo4(w[2 + 4 * s + i]));
+    n[4 + i] = iq4(hi4(w[2 + 4 * s + i]));
+  }
+#endif
+}
+#endif

@@ -56,6 +56,7 @@ uint64_t row_bytes_of(WeightType t, uint32_t K) {
 
 // quants.glsl reads a span's texels whole: the texel after the last block must exist.
 constexpr uint64_t kRawSlack = 32;
+constexpr uint32_t kSuperBlockRows = 4;  // matmul_lanes rows and batch rows per lane over 256-value blocks (see matmul())
 
 std::string variant(const char* op, const DeviceWeight& W, const DeviceWeight::Chunk& c) {
   return std::string(op) + "_" + weight_type_name(c.type) + (W.texel ? "_texel" : "_storage");
@@ -243,19 +244,28 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
                   "' lacks subgroup shuffles or the workgroup is not whole subgroups");
     spec.xs = shuffle ? S : 0;
     spec.xt = shuffle ? (2 * spec.bt + S - 1) / S : 1;
-    if (fold_glu) spec.r = std::max(2u, spec.r & ~1u);  // gate rows and their up rows in pairs
     auto bindings = weight_bindings(W, 3);
     bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
     bindings.push_back(VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
-    const uint32_t lanes_rows = fold_glu ? spec.r / 2 : spec.r;
     for (const auto& c : W.chunks) {
-      auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulLanesPush), spec);
+      MatmulLanesSpec cs = spec;
+      // 256-value file blocks keep each row's whole block in registers (the shader's RAW_SUPER
+      // path, unrolled over its 8 sub-blocks): more rows per lane spill and multiply the
+      // shader's size, and with it the driver's compile time.
+      if (weight_type_block(c.type) == 256) {
+        cs.r = std::min(cs.r, kSuperBlockRows);
+        cs.bt = std::min(cs.bt, kSuperBlockRows);
+        cs.xt = shuffle ? (2 * cs.bt + S - 1) / S : 1;
+      }
+      if (fold_glu) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows in pairs
+      const uint32_t lanes_rows = fold_glu ? cs.r / 2 : cs.r;
+      auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulLanesPush), cs);
       const Pipeline& p = ctx.pipelines().get(desc);
       MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
                            args.accumulate ? 1u : 0u, args.bias ? 1u : 0u, args.norm_eps};
       const uint32_t out_rows = fold_glu ? c.rows / 2 : c.rows;
       seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(args.norm ? *args.norm : bias)}, push,
-                   groups(out_rows, spec.wg * lanes_rows), groups(B, spec.bt), 1, "matmul");
+                   groups(out_rows, cs.wg * lanes_rows), groups(B, cs.bt), 1, "matmul");
     }
     return;
   }
