@@ -1,5 +1,5 @@
 // llama2c_to_gguf IN.bin OUT.gguf [f32|f16|q8_0]: convert a llama2.c checkpoint to GGUF.
-// The conversion itself lives in the library (src/model/llama2c.cpp) so tests use the same code.
+// The conversion itself lives in the library (src/formats/llama2c.cpp) so tests use the same code.
 #include <cstdio>
 #include <exception>
 #include <string>

@@ -16,6 +16,8 @@
 #include "vkspec/safetensors.hpp"
 #include "vkspec/torch_file.hpp"
 
+#include "decoder_layer.hpp"
+
 namespace vkspec {
 
 namespace {
@@ -402,32 +404,33 @@ uint64_t EagleHead::scratch_bytes() const {
   return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + logits_.size();
 }
 
-// The decoder layer both kinds share: attention over `attn_in` (x itself for EAGLE-1/2, which has
-// no input norm; the 2C-wide normalized concat for EAGLE-3), residual x, then the SwiGLU MLP.
+// The decoder layer both kinds share (decoder_layer.hpp): attention over `attn_in` (x itself for
+// EAGLE-1/2, which has no input norm; the 2C-wide normalized concat for EAGLE-3), residual x,
+// then the SwiGLU MLP (post_attention_layernorm is its ffn norm); no qkv bias, no q/k norm, HF's
+// rotate_half RoPE, the head's own cache.
 void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
   const EagleHeadWeights& w = *w_;
   const HeadConfig& cfg = w.cfg_;
-  const uint32_t N = a.N, C = uint32_t(cfg.C), F = uint32_t(cfg.F), H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv),
+  const uint32_t C = uint32_t(cfg.C), F = uint32_t(cfg.F), H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv),
                  D = uint32_t(cfg.D), HD = H * D, KV = Hkv * D;
-  const Mat x{&x_, 0, pad4(C)}, xn{&xn_, 0, pad4(C)}, qkv{&qkv_, 0, pad4(HD + 2 * KV)}, att{&attn_, 0, pad4(HD)},
-      gu{&gu_, 0, pad4(2 * F)}, act{&act_, 0, pad4(F)};
-  matmul(seq, w.wqkv_, attn_in, qkv, N);
-  const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step);
-  rope_kv_write(seq, qkv, pos, N, H, D, D, {cfg.rope_theta, RopeMode::Halves} /* HF layout */, HD, HD + KV, KV,
-                KvLayer{&k_, &v_, 0, 0, kv_type_}, a.kv_slot);
-  AttentionArgs at;
-  at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
-  at.q = qkv, at.o = att, at.k_cache = &k_, at.v_cache = &v_, at.kv_type = kv_type_;
-  at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words, at.causal = a.mask == nullptr;
-  attention(seq, at);
-  MatmulArgs acc;
-  acc.accumulate = true;
-  matmul(seq, w.wo_, att, x, N, acc);
-  MatmulArgs ga;  // post_attention_layernorm and silu(gate) · up folded into the gate|up matmul
-  ga.norm = &w.post_norm_, ga.norm_eps = cfg.rms_eps, ga.norm_scratch = xn;
-  ga.glu = true, ga.glu_scratch = gu;
-  matmul(seq, w.wgu_, x, act, N, ga);
-  matmul(seq, w.wdown_, act, x, N, acc);
+  record_decoder_layer(
+      seq, {.wqkv = &w.wqkv_, .wo = &w.wo_, .ffn_norm = &w.post_norm_, .wgu = &w.wgu_, .wdown = &w.wdown_},
+      {.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = {cfg.rope_theta, RopeMode::Halves}},
+      {.in = attn_in,
+       .x = {&x_, 0, pad4(C)},
+       .xn = {&xn_, 0, pad4(C)},
+       .qkv = {&qkv_, 0, pad4(HD + 2 * KV)},
+       .att = {&attn_, 0, pad4(HD)},
+       .gu = {&gu_, 0, pad4(2 * F)},
+       .act = {&act_, 0, pad4(F)}},
+      {.N = a.N,
+       .pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step),
+       .kv = {&k_, &v_, 0, 0, kv_type_},
+       .slot = a.kv_slot,
+       .t = a.t,
+       .mask = a.mask,
+       .mask_offset = a.mask_offset,
+       .mask_words = a.mask_words});
 }
 
 void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {

@@ -1,9 +1,6 @@
-// The verifier forward on Vulkan. Per layer (6 dispatches whatever N, where the matmul kernel
-// folds the norms and the GLU; 9 otherwise):
-//   [rmsnorm →] qkv matmul (+bias) → [q/k head norm, Qwen3: +1] → rope on q and k, and the k, v
-//   rows into the cache, in one pass → tree/causal attention → o matmul accumulating into the residual →
-//   [rmsnorm →] gate|up matmul [→ silu·mul] → down matmul accumulating into the residual.
-// Every kernel is batch-invariant, so a row's logits do not depend on N.
+// The verifier forward on Vulkan: embed → L decoder layers (decoder_layer.hpp: attn_norm folded
+// into the qkv matmul, optional qkv bias and Qwen3 q/k norm, the file's RoPE) → output norm →
+// lm_head. Every kernel is batch-invariant, so a row's logits do not depend on N.
 #include "vkspec/model.hpp"
 
 #include <unistd.h>
@@ -18,6 +15,8 @@
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
 #include "vkspec/tree_limits.h"
+
+#include "decoder_layer.hpp"
 
 namespace vkspec {
 
@@ -385,38 +384,31 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   const Mat x{&x_, 0, Cp}, xn{&xn_, 0, Cp}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)}, gu{&gu_, 0, pad4(2 * F)},
       act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
 
-  const RopePositions pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t);
   embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
+  const DecoderLayerShape shape{.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = rope_args()};
+  const DecoderLayerActs acts{.in = x, .x = x, .xn = xn, .qkv = qkv, .att = att, .gu = gu, .act = act};
+  DecoderLayerPass pass{.N = N,
+                        .pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t),
+                        .kv = {},     // each layer's, below
+                        .slot = a.t,  // rows write K/V at t .. t+N-1
+                        .t = a.t,
+                        .mask = a.mask,
+                        .mask_offset = a.mask_offset,
+                        .mask_words = a.mask_words};
   for (uint32_t l = 0; l < w_->layers().size(); ++l) {
     const LlamaWeights::Layer& L = w_->layers()[l];
-    const KvLayer& kv_cache = kv_layers_[l];
     copy_taps(seq, l, N);
-    MatmulArgs qa;  // attn_norm folded into the qkv matmul
-    qa.bias = cfg.qkv_bias ? &L.qkv_bias : nullptr;
-    qa.norm = &L.attn_norm, qa.norm_eps = cfg.rms_eps, qa.norm_scratch = xn;
-    matmul(seq, L.wqkv, x, qkv, N, qa);
-    // q and k are adjacent in each qkv row: normalize them (Qwen3) as H + Hkv heads of width D.
-    if (cfg.qk_norm) rmsnorm_heads(seq, qkv, L.qk_norm, N, H + Hkv, D, cfg.rms_eps);
-    // One pass: q rotated in place; K rotated and V (row r: qkv[r][HD .. HD+kv) and
-    // [HD+kv .. HD+2kv)) into cache slots t .. t+N-1.
-    rope_kv_write(seq, qkv, pos, N, H, D, D, rope_args(), HD, HD + kv, kv, kv_cache, a.t);
-    AttentionArgs at;
-    at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = a.t;
-    at.q = qkv;
-    at.o = att;
-    at.k_cache = kv_cache.k, at.v_cache = kv_cache.v, at.k_base = kv_cache.k_base, at.v_base = kv_cache.v_base;
-    at.kv_type = kv_cache.type;
-    at.mask = a.mask, at.mask_offset = a.mask_offset, at.mask_words = a.mask_words;
-    at.causal = a.mask == nullptr;
-    attention(seq, at);
-    MatmulArgs acc;
-    acc.accumulate = true;  // residual add fused into the projection
-    matmul(seq, L.wo, att, x, N, acc);
-    MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
-    ga.norm = &L.ffn_norm, ga.norm_eps = cfg.rms_eps, ga.norm_scratch = xn;
-    ga.glu = true, ga.glu_scratch = gu;
-    matmul(seq, L.wgu, x, act, N, ga);
-    matmul(seq, L.wdown, act, x, N, acc);
+    pass.kv = kv_layers_[l];
+    record_decoder_layer(seq,
+                         {.attn_norm = &L.attn_norm,
+                          .wqkv = &L.wqkv,
+                          .qkv_bias = cfg.qkv_bias ? &L.qkv_bias : nullptr,
+                          .qk_norm = cfg.qk_norm ? &L.qk_norm : nullptr,
+                          .wo = &L.wo,
+                          .ffn_norm = &L.ffn_norm,
+                          .wgu = &L.wgu,
+                          .wdown = &L.wdown},
+                         shape, acts, pass);
   }
   copy_taps(seq, uint32_t(cfg.L), N);
   rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);

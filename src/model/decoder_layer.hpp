@@ -1,0 +1,62 @@
+// The decoder layer the verifier (llama.cpp) and the draft heads (eagle_head.cpp) both record.
+// One function, so the two cannot drift apart: what differs between them is data (an input norm
+// or none, a qkv bias, Qwen3's q/k norm, the RoPE layout, which cache the rows write and what
+// they attend to).
+//
+// K is the qkv matmul's input width: C, or 2C for EAGLE-3's concat(embedding, hidden).
+#pragma once
+
+#include <cstdint>
+
+#include "vkspec/ops.hpp"
+
+namespace vkspec {
+
+struct DecoderLayerWeights {
+  const Buffer* attn_norm = nullptr;    // (K,) folded into the qkv matmul; nullptr: the input as it is
+  const DeviceWeight* wqkv = nullptr;   // (H·D + 2·Hkv·D, K): q rows, then k rows, then v rows
+  const Buffer* qkv_bias = nullptr;     // (H·D + 2·Hkv·D,) Qwen2; nullptr: none
+  const Buffer* qk_norm = nullptr;      // (H + Hkv, D) Qwen3's per-head q/k norm; nullptr: none
+  const DeviceWeight* wo = nullptr;     // (C, H·D)
+  const Buffer* ffn_norm = nullptr;     // (C,) folded into the gate|up matmul
+  const DeviceWeight* wgu = nullptr;    // (2F, C): F gate rows, then F up rows
+  const DeviceWeight* wdown = nullptr;  // (C, F)
+};
+
+struct DecoderLayerShape {
+  uint32_t H = 0, Hkv = 0, D = 0;
+  float rms_eps = 0.0f;
+  RopeArgs rope;  // the verifier's from its file; a head's is HF rotate_half
+};
+
+// Rows 0..N-1 of each.
+struct DecoderLayerActs {
+  Mat in;   // (N, K) the qkv matmul's input: x itself, or EAGLE-3's normalized concat
+  Mat x;    // (N, C) the residual stream, updated in place
+  Mat xn;   // (N, C) scratch of the folded norms
+  Mat qkv;  // (N, H·D + 2·Hkv·D)
+  Mat att;  // (N, H·D)
+  Mat gu;   // (N, 2F) scratch of the folded GLU
+  Mat act;  // (N, F)
+};
+
+// One pass of N rows: their positions, where their K/V go, what they attend to.
+struct DecoderLayerPass {
+  uint32_t N = 0;
+  RopePositions pos;
+  KvLayer kv;
+  Dyn slot;  // the rows write cache rows slot .. slot+N-1
+  Dyn t;     // committed length: cache rows [0, t) are visible to every row
+  const Buffer* mask = nullptr;  // (N, mask_words) ancestor bits relative to t; nullptr: causal chain
+  uint32_t mask_offset = 0, mask_words = 0;
+};
+
+// [rmsnorm →] qkv matmul (+bias) → [q/k head norm] → rope on q and k, and the k, v rows into the
+// cache, in one pass → tree/causal attention → o matmul accumulating into x → rmsnorm → gate|up
+// matmul → silu·mul → down matmul accumulating into x. 6 dispatches whatever N (+1 for the q/k
+// norm) where the matmul kernel folds the norms and the GLU; a separate rmsnorm / silu_mul each
+// otherwise.
+void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
+                          const DecoderLayerActs& m, const DecoderLayerPass& p);
+
+}  // namespace vkspec
