@@ -103,12 +103,11 @@ const float IQ4NL[16] = float[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 1
 vec4 iq4(uvec4 n) { return vec4(IQ4NL[n.x], IQ4NL[n.y], IQ4NL[n.z], IQ4NL[n.w]); }
 #endif
 
-#if defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
-// decode_raw_dm(b, s, n, d, m): sub-block s of the block at byte b as integers n and the
-// sub-block's factors: value 4i + c is n[i][c]·d − m (decode_raw computes exactly that). A dot
-// product then costs d·Σn·x − m·Σx per sub-block, not a multiply and a subtract per value.
-void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
 #if defined(WT_Q5_1)
+// decode_raw_dm(b, s, n, d, m): the block at byte b as integers n and its factors: value 4i + c
+// is n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). A dot product then costs d·Σn·x − m·Σx
+// per block, not a multiply and an add per value. (The 256-value types: decode_words.)
+void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);
   const vec2 dm = unpackHalf2x16(q[0]);
@@ -118,32 +117,6 @@ void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
     n[i] = vec4(ivec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)));
     n[4 + i] = vec4(ivec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)));
   }
-#else
-  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
-  const uvec4 h = load_w(b >> 4);
-  const vec2 dd = unpackHalf2x16(h.x);
-  float sc, mn;
-  k4_scale_min(h, s, sc, mn);
-  precise float dl = dd.x * sc;
-  precise float ml = dd.y * mn;
-  d = dl;
-  m = ml;
-#if defined(WT_Q4_K)
-  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
-#else
-  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
-  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
-#endif
-  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
-  for (uint i = 0; i < 8; ++i) {
-    const uint w = i < 4 ? q0[i] : q1[i - 4];
-    uvec4 v = (s & 1u) != 0 ? hi4(w) : lo4(w);
-#if defined(WT_Q5_K)
-    v |= bit4(i < 4 ? qh0[i] : qh1[i - 4], s) << 4;
-#endif
-    n[i] = vec4(ivec4(v));
-  }
-#endif
 }
 #endif
 
@@ -164,12 +137,40 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
     v[i] = vec4(ivec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) - 16);
     v[4 + i] = vec4(ivec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) - 16);
   }
-#elif defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
-  float d, m;
-  decode_raw_dm(b, s, v, d, m);
+#elif defined(WT_Q5_1)
+  uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
+  raw_words8(b, q);
+  const vec2 dm = unpackHalf2x16(q[0]);
   scale = 1.0;
+  for (uint i = 0; i < 4; ++i) {
+    precise vec4 a = vec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)) * dm.x + dm.y;
+    precise vec4 c = vec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)) * dm.x + dm.y;
+    v[i] = a;
+    v[4 + i] = c;
+  }
+#elif defined(WT_Q4_K) || defined(WT_Q5_K)
+  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
+  const uvec4 h = load_w(b >> 4);
+  const vec2 dd = unpackHalf2x16(h.x);
+  float sc, m;
+  k4_scale_min(h, s, sc, m);
+  precise float dl = dd.x * sc;
+  precise float ml = dd.y * m;
+  scale = 1.0;
+#if defined(WT_Q4_K)
+  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
+#else
+  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
+  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
+#endif
+  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
   for (uint i = 0; i < 8; ++i) {
-    precise vec4 x = v[i] * d - m;
+    const uint w = i < 4 ? q0[i] : q1[i - 4];
+    uvec4 n = (s & 1u) != 0 ? hi4(w) : lo4(w);
+#if defined(WT_Q5_K)
+    n |= bit4(i < 4 ? qh0[i] : qh1[i - 4], s) << 4;
+#endif
+    precise vec4 x = dl * vec4(n) - ml;
     v[i] = x;
   }
 #elif defined(WT_Q6_K)

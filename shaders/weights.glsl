@@ -88,7 +88,7 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, out vec4 v[8
 // Decodes one 32-value block of a file block type as v · d − m (m = 0 unless RAW_MIN).
 void load_block_dm(uint row, uint block, uint blocks_per_row, out vec4 v[8], out float d, out float m) {
   const uint fb = row * (blocks_per_row / RAW_SUBS) + block / RAW_SUBS;
-#if defined(WT_Q5_1) || defined(WT_Q4_K) || defined(WT_Q5_K)
+#if defined(WT_Q5_1)
   decode_raw_dm(fb * RAW_BYTES, block % RAW_SUBS, v, d, m);
 #else
   decode_raw(fb * RAW_BYTES, block % RAW_SUBS, v, d);
