@@ -24,7 +24,7 @@ void main() {
   const uint kb = (pc.C + 31) / 32;
   for (uint blk = gl_LocalInvocationID.x; blk < kb; blk += WG) {
     vec4 v[8];
-    load_block(tok, blk, kb, v);
+    load_block(tok, blk, kb, pc.rows, v);
     for (uint i = 0; i < 32; ++i) {
       const uint c = blk * 32 + i;
       if (c < pc.C) o[pc.o_offset + t * pc.o_stride + c] = v[i / 4][i % 4];

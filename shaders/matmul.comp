@@ -59,7 +59,7 @@ void main() {
       const uint row = row0 + r;
       if (row >= pc.N) break;
       vec4 w[8];
-      load_block(row, blk, kb, w);
+      load_block(row, blk, kb, pc.N, w);
       for (uint b = 0; b < BMAX; ++b) {
         const uint bb = b0 + b;
         if (bb >= pc.B) break;

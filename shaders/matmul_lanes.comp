@@ -79,16 +79,16 @@ void load_x8(uint base, uint blk, uint p, bool tail, inout float ss, out vec4 lo
 #define PIECES 1
 // Values 8p .. 8p+7 of a 32-value block (unscaled).
 void load_piece(uint row, uint block, uint kb, uint p, out vec4 lo, out vec4 hi) {
-  const uint t0 = (row * kb + block) * TEXELS_PER_BLOCK;
+  const uint tpr = kb * TEXELS_PER_BLOCK, t0 = block * TEXELS_PER_BLOCK;
 #if defined(WT_F32)
-  lo = uintBitsToFloat(load_w(t0 + 2 * p));
-  hi = uintBitsToFloat(load_w(t0 + 2 * p + 1));
+  lo = uintBitsToFloat(load_w(w_index(row, t0 + 2 * p, tpr, pc.N)));
+  hi = uintBitsToFloat(load_w(w_index(row, t0 + 2 * p + 1, tpr, pc.N)));
 #elif defined(WT_F16)
-  const uvec4 t = load_w(t0 + p);
+  const uvec4 t = load_w(w_index(row, t0 + p, tpr, pc.N));
   lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
   hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
 #else
-  const uvec4 t = load_w(t0 + p / 2);
+  const uvec4 t = load_w(w_index(row, t0 + p / 2, tpr, pc.N));
   const uint u = (p & 1u) != 0 ? t.z : t.x, v = (p & 1u) != 0 ? t.w : t.y;
   lo = vec4(ivec4(int(u << 24), int(u << 16), int(u << 8), int(u)) >> 24);
   hi = vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24);
@@ -159,10 +159,13 @@ void main() {
   const uint kb = (pc.K + 31) / 32, full = pc.K / 32;
   // Output rows: R of them, or with GLU R/2 gate rows and the up rows F further on.
   const uint HALF = GLU ? R / 2 : R, n_out = GLU ? pc.N / 2 : pc.N;
-  const uint row0 = gl_GlobalInvocationID.x * HALF;
+  // A workgroup owns HALF · WG consecutive rows, lane-major: lane l's r-th row is r · WG + l, so
+  // the lanes' fetches of one piece of their r-th rows are neighbours in the interleaved layout.
+  const uint WG = gl_WorkGroupSize.x;
+  const uint row0 = gl_WorkGroupID.x * WG * HALF + gl_LocalInvocationID.x;
   uint rows[R];
   for (uint r = 0; r < R; ++r)  // clamped, not skipped: uniform control flow
-    rows[r] = r < HALF ? min(row0 + r, n_out - 1) : n_out + min(row0 + r - HALF, n_out - 1);
+    rows[r] = r < HALF ? min(row0 + r * WG, n_out - 1) : n_out + min(row0 + (r - HALF) * WG, n_out - 1);
   float ss[BT];
   for (uint b = 0; b < BT; ++b) ss[b] = 0.0;
   uint xrow[BT];
@@ -213,7 +216,7 @@ void main() {
     }
 #if defined(WT_Q8_0)
     for (uint r = 0; r < R; ++r) {
-      const float sc = load_scale(rows[r] * kb + blk);
+      const float sc = load_scale(w_index(rows[r], blk, kb, pc.N));
       for (uint b = 0; b < BT; ++b) acc[r * BT + b] += part[r * BT + b] * sc;
     }
 #else
@@ -227,7 +230,7 @@ void main() {
     for (uint r = 0; r < R; ++r) {
       vec4 n[8];
       float d, m;
-      load_block_dm(rows[r], blk, kb, n, d, m);
+      load_block_dm(rows[r], blk, kb, pc.N, n, d, m);
       raw_dot(n, d, m, xv, xsum, r, acc);
     }
 #endif
@@ -239,7 +242,7 @@ void main() {
   }
   for (uint r = 0; r < HALF; ++r)
     for (uint b = 0; b < BT; ++b) {
-      const uint row = row0 + r, bb = b0 + b;
+      const uint row = row0 + r * WG, bb = b0 + b;
       if (row < n_out && bb < pc.B) {
         const uint out_row = pc.row_offset + row;
         float o = acc[r * BT + b];

@@ -47,7 +47,7 @@ void main() {
     for (uint r = 0; r < R; ++r) {
       const uint row = min(row0 + r, pc.N - 1);  // clamped, not skipped: uniform control flow
       vec4 w[8];
-      load_block(row, blk, kb, w);
+      load_block(row, blk, kb, pc.N, w);
       for (uint b = 0; b < BT; ++b) {
         if (b0 + b < pc.B) {
           const uint xb = (pc.x_offset + (b0 + b) * pc.x_stride) / 4 + blk * 8;

@@ -64,7 +64,7 @@ void main() {
     for (uint r = 0; r < R; ++r) {
       vec4 w[8];
       float scale;  // q8_0: applied once per block, after the dot (1 for f16/f32)
-      load_block_unscaled(min(row0 + r, pc.N - 1), blk, kb, w, scale);
+      load_block_unscaled(min(row0 + r, pc.N - 1), blk, kb, pc.N, w, scale);
       for (uint b = 0; b < BT; ++b) {
         // Same order of operations for every (R, BT): a row's result does not depend on the
         // tile the host picked for this batch size.

@@ -20,8 +20,9 @@ TEST_CASE_FIXTURE(VkTest, "matmul matches the CPU reference for every weight typ
   struct Shape {
     uint32_t N, K, B;
   };
-  const Shape shapes[] = {{1, 1, 1}, {3, 3, 2}, {23, 23, 1}, {37, 37, 5}, {13, 4097, 1}, {5, 4097, 17}, {67, 96, 3}};
-  const Shape q8_shapes[] = {{1, 32, 1}, {23, 64, 2}, {37, 4096 + 32, 1}, {13, 288, 17}, {67, 96, 3}};
+  const Shape shapes[] = {{1, 1, 1}, {3, 3, 2}, {23, 23, 1}, {37, 37, 5}, {13, 4097, 1}, {5, 4097, 17}, {67, 96, 3}, {130, 40, 2}};
+  // 67 and 130 rows: the texel path's 64-row interleaved tiles (weights.glsl), whole and partial.
+  const Shape q8_shapes[] = {{1, 32, 1}, {23, 64, 2}, {37, 4096 + 32, 1}, {13, 288, 17}, {67, 96, 3}, {130, 64, 2}};
   const std::vector<KernelConfig> cfgs = matmul_configs(ctx);
   int i = 0;
   for (auto t : types)

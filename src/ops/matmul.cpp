@@ -56,7 +56,26 @@ uint64_t row_bytes_of(WeightType t, uint32_t K) {
 
 // quants.glsl reads a span's texels whole: the texel after the last block must exist.
 constexpr uint64_t kRawSlack = 32;
+// Texel-path f32 / f16 / q8_0 rows are interleaved in tiles of this many rows (weights.glsl's
+// W_TILE, which says why).
+constexpr uint32_t kTexelRowTile = 64;
 constexpr uint32_t kSuperBlockRows = 4;  // matmul_lanes rows and batch rows per lane over 256-value blocks (see matmul())
+
+// Rearranges `rows` row-major rows of `per_row` elements of `size` bytes into weights.glsl's
+// texel-path order: each tile of kTexelRowTile rows (the last one shorter) element-interleaved.
+template <class T>
+void interleave_rows(T* data, uint32_t rows, uint64_t per_row, size_t size) {
+  auto* bytes = reinterpret_cast<uint8_t*>(data);
+  std::vector<uint8_t> tile;
+  for (uint32_t t0 = 0; t0 < rows; t0 += kTexelRowTile) {
+    const uint32_t h = std::min(kTexelRowTile, rows - t0);
+    uint8_t* base = bytes + uint64_t(t0) * per_row * size;
+    tile.assign(base, base + uint64_t(h) * per_row * size);
+    for (uint32_t r = 0; r < h; ++r)
+      for (uint64_t e = 0; e < per_row; ++e)
+        std::memcpy(base + (e * h + r) * size, tile.data() + (uint64_t(r) * per_row + e) * size, size);
+  }
+}
 
 std::string variant(const char* op, const DeviceWeight& W, const DeviceWeight::Chunk& c) {
   return std::string(op) + "_" + weight_type_name(c.type) + (W.texel ? "_texel" : "_storage");
@@ -150,6 +169,8 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
       // Rows are back to back in the file too: the chunk is one contiguous range of it.
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
     } else {
+      // Row-major rows of whole blocks first (zero past K), then on the texel path the tiles
+      // interleaved texel by texel.
       if (type == WeightType::Q8_0) scales.assign(size_t(rows) * W.blocks_per_row, 0.0f);
       for (uint32_t r = 0; r < rows; ++r) {
         const uint8_t* row = s8 + (r0 + r) * src_row_bytes;
@@ -165,6 +186,10 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
           scales[size_t(r) * W.blocks_per_row + b] = f16_to_f32(d);
           std::memcpy(dst + b * 32, blk + 2, 32);
         }
+      }
+      if (W.texel) {
+        interleave_rows(staging.data(), rows, row_bytes / 16, 16);
+        if (!scales.empty()) interleave_rows(scales.data(), rows, W.blocks_per_row, sizeof(float));
       }
     }
     DeviceWeight::Chunk c;
