@@ -12,11 +12,15 @@
 // bounds-checked per-lane loop). A row's sum runs piece by piece in one order whatever B or the
 // tile is, so results are batch-invariant.
 //
-// Two folds save a dispatch and a round trip through memory each:
+// Three folds save a dispatch and a round trip through memory each:
 // - NORM: the RMSNorm that feeds this matmul. y = (W · (x ⊙ g)) · rsqrt(mean(x²) + eps): every lane
 //   already fetches all of x, so it sums x² on the way and scales its outputs at the end.
 // - GLU: W is gate rows then up rows (2F); a lane owns R/2 gate rows and the matching up rows
 //   and writes y(B, F) = silu(gate) · up.
+// - ROPE_KV (a variant): W is a layer's q|k|v rows (heads of width D = n_rot). A lane owns R/2
+//   RoPE pairs (both rows of each), so it turns q and k in registers: q is written rotated, k
+//   and v as projected, and the rotated k and the v go into cache row slot + b — what
+//   rope_kv_write (rope_kv.comp) does after a plain matmul, bit for bit.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint R = 2;   // rows per invocation
 layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup (gl_WorkGroupID.y tiles B)
@@ -44,7 +48,31 @@ vec4 load_g(uint i) { return uintBitsToFloat(TEXEL_FETCH(g_tex, int(i))); }
 layout(push_constant) uniform Push {
   uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
   float eps;
+#ifdef ROPE_KV
+  // RoPE as rope.glsl reads it, then the cache: q rows [0, hd), k rows [hd, hd + kv), v rows
+  // [hd + kv, hd + 2kv); cache row slot + b (a dynamic scalar); k_base / v_base in values.
+  uint n_rot, mode;
+  float theta, freq_scale;
+  uint has_factors, has_table, pos_offset, first, first_slot, step;
+  uint hd, kv, slot, slot_slot, k_base, v_base;
+#endif
 } pc;
+
+#ifdef ROPE_KV
+layout(constant_id = 7) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
+#define pos PAIR_AT(Pos_).pos
+layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
+#define factors PAIR_AT(Factors_).factors
+layout(set = 0, binding = 8, std430) writeonly buffer KC { uint kc[]; } PAIRED(KC_);
+#define kc PAIR_AT(KC_).kc
+layout(set = 0, binding = 9, std430) writeonly buffer VC { uint vc[]; } PAIRED(VC_);
+#define vc PAIR_AT(VC_).vc
+#define DYN_BINDING 10
+#include "dyn.glsl"
+#define ROPE_REGISTERS
+#include "rope.glsl"
+#endif
 
 // x(bb, 8p .. 8p+8) of block blk, zero past K (padding may hold anything, NaN included), and
 // with NORM its sum of squares added to ss and the norm's weight applied.
@@ -164,8 +192,21 @@ void main() {
   const uint WG = gl_WorkGroupSize.x;
   const uint row0 = gl_WorkGroupID.x * WG * HALF + gl_LocalInvocationID.x;
   uint rows[R];
+#ifdef ROPE_KV
+  // RoPE pairs instead, lane-major the same way: the lane's k-th pair is g = k · WG + l of the
+  // workgroup's WG · R/2; its rows are rows[k] and rows[k + R/2] (mode 0: 2i, 2i + 1 of a head;
+  // mode 1: i, i + D/2).
+  const uint P = R / 2, half_rot = pc.n_rot / 2, npairs = pc.N / 2;
+  const uint g0 = gl_WorkGroupID.x * WG * P + gl_LocalInvocationID.x;
+  for (uint k = 0; k < P; ++k) {
+    const uint g = min(g0 + k * WG, npairs - 1), i = g % half_rot;
+    rows[k] = (g / half_rot) * pc.n_rot + (pc.mode == 0 ? 2 * i : i);
+    rows[k + P] = rows[k] + (pc.mode == 0 ? 1 : half_rot);
+  }
+#else
   for (uint r = 0; r < R; ++r)  // clamped, not skipped: uniform control flow
     rows[r] = r < HALF ? min(row0 + r * WG, n_out - 1) : n_out + min(row0 + (r - HALF) * WG, n_out - 1);
+#endif
   float ss[BT];
   for (uint b = 0; b < BT; ++b) ss[b] = 0.0;
   uint xrow[BT];
@@ -240,6 +281,46 @@ void main() {
     const float scale = NORM ? inversesqrt(ss[b] / float(pc.K) + pc.eps) : 1.0;
     for (uint r = 0; r < R; ++r) acc[r * BT + b] *= scale;
   }
+#ifdef ROPE_KV
+  for (uint k = 0; k < P; ++k)
+    for (uint b = 0; b < BT; ++b) {
+      const uint g = g0 + k * WG, bb = b0 + b;
+      const bool live = g < npairs && bb < pc.B;
+      const uint ra = rows[k], rb = rows[k + P];
+      float a = acc[k * BT + b], c = acc[(k + P) * BT + b];
+      if (pc.has_bias != 0) a += bias[ra], c += bias[rb];
+      // q and k turn; k is cached turned but left in y as projected (as rope_kv_write does).
+      const bool q = ra < pc.hd, v = ra >= pc.hd + pc.kv;
+      const vec2 t = v ? vec2(a, c) : rope_turn(a, c, (g % half_rot), rope_position(min(bb, pc.B - 1)));
+      // The cache values of this pair, and (f16, mode 1) the neighbouring lane's: its values
+      // follow ours in the cache row. Shuffled by every lane, outside any branch.
+      const float na = subgroupShuffleXor(t.x, 1u), nc = subgroupShuffleXor(t.y, 1u);
+      if (live) {
+        const uint ya = pc.y_offset + bb * pc.y_stride;
+        yout[ya + ra] = q ? t.x : a;
+        yout[ya + rb] = q ? t.y : c;
+      }
+      if (!live || q) continue;  // the last subgroup operation of the iteration is behind us
+      const uint cache_row = dyn(pc.slot, pc.slot_slot) + bb;
+      const uint ea = ra - pc.hd - (v ? pc.kv : 0), eb = rb - pc.hd - (v ? pc.kv : 0);  // values in the K / V row
+      if (KV_F16) {
+        const uint base = (v ? pc.v_base : pc.k_base) / 2 + cache_row * (pc.kv / 2);
+        if (pc.mode == 0) {  // the pair is one word
+          const uint w = packHalf2x16(t);
+          if (v) vc[base + ea / 2] = w; else kc[base + ea / 2] = w;
+        } else if ((ea & 1u) == 0) {  // an even lane writes its words with the odd neighbour's
+          const uint wa = packHalf2x16(vec2(t.x, na)), wb = packHalf2x16(vec2(t.y, nc));
+          if (v) vc[base + ea / 2] = wa, vc[base + eb / 2] = wb;
+          else kc[base + ea / 2] = wa, kc[base + eb / 2] = wb;
+        }
+      } else {
+        const uint base = (v ? pc.v_base : pc.k_base) + cache_row * pc.kv;
+        if (v) vc[base + ea] = floatBitsToUint(t.x), vc[base + eb] = floatBitsToUint(t.y);
+        else kc[base + ea] = floatBitsToUint(t.x), kc[base + eb] = floatBitsToUint(t.y);
+      }
+    }
+  return;
+#endif
   for (uint r = 0; r < HALF; ++r)
     for (uint b = 0; b < BT; ++b) {
       const uint row = row0 + r * WG, bb = b0 + b;

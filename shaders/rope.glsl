@@ -14,14 +14,24 @@ int rope_position(uint t) {
 // factors: Llama 3 frequency factors (rope_freqs.weight, n_rot/2), read only when has_factors;
 // freq_scale: linear scaling, 1 / rope.scaling.factor. theta^(-2i/n_rot) in f32 exactly as the
 // CPU reference computes it.
+// `precise` throughout: the kernels that rotate (rope, rope_kv_write, and the qkv matmul's RoPE
+// epilogue, matmul_lanes.comp) must agree bit for bit, so no compiler may fuse these differently.
 vec2 rope_cos_sin(uint i, int p) {
-  const float freq = pow(pc.theta, -float(2 * i) / float(pc.n_rot));
-  float ang = float(p) * freq;
+  precise const float freq = pow(pc.theta, -float(2 * i) / float(pc.n_rot));
+  precise float ang = float(p) * freq;
   if (pc.has_factors != 0) ang /= factors[i];
   ang *= pc.freq_scale;
   return vec2(cos(ang), sin(ang));
 }
 
+// The pair (x0, x1) of pair index i turned to position p.
+vec2 rope_turn(float x0, float x1, uint i, int p) {
+  const vec2 cs = rope_cos_sin(i, p);
+  precise const vec2 r = vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+  return r;
+}
+
+#ifndef ROPE_REGISTERS  // the including shader rotates values it holds, not xin
 // The two values pair i of the head at xin[base] turns: MODE 0 (2i, 2i+1), GGUF/llama.cpp "normal"
 // order; MODE 1 (i, i + n_rot/2), Hugging Face rotate_half (llama.cpp "neox") order.
 uvec2 rope_pair(uint base, uint i) {
@@ -31,7 +41,6 @@ uvec2 rope_pair(uint base, uint i) {
 // Pair i of the head at xin[base] turned to position p: its two new values, in rope_pair's order.
 vec2 rope_rotate(uint base, uint i, int p) {
   const uvec2 ab = rope_pair(base, i);
-  const vec2 cs = rope_cos_sin(i, p);
-  const float x0 = xin[ab.x], x1 = xin[ab.y];
-  return vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+  return rope_turn(xin[ab.x], xin[ab.y], i, p);
 }
+#endif

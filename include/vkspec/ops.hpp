@@ -99,6 +99,8 @@ DeviceWeight stack_weights(std::vector<DeviceWeight> parts);
 
 // ---- ops ----------------------------------------------------------------------------------
 
+struct RopeKvFold;  // below
+
 struct MatmulArgs {
   const Buffer* bias = nullptr;  // (N,) added to every row
   bool accumulate = false;       // y += W x (fused residual add)
@@ -112,6 +114,10 @@ struct MatmulArgs {
   // rows (or W is split in chunks), the 2F rows go to glu_scratch and silu_mul follows. No bias.
   bool glu = false;
   Mat glu_scratch{};
+  // W is a layer's q|k|v rows: y is the qkv projection, then rope_kv_write(y, *rope_kv) — folded
+  // into the matmul's epilogue where the device's kernel can (CPU-like devices, one chunk, heads
+  // of D = n_rot with D % 4 == 0), else a second dispatch. Not with accumulate or glu.
+  const RopeKvFold* rope_kv = nullptr;
 };
 // y(B, N) = x(B, K) · W^T. x.stride and x.offset must be multiples of 4.
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});
@@ -177,6 +183,15 @@ inline void kv_write(Sequence& seq, Mat src, uint32_t k_col, uint32_t v_col, uin
 void rope_kv_write(Sequence& seq, Mat x, const RopePositions& pos, uint32_t N, uint32_t H, uint32_t D, uint32_t n_rot,
                    const RopeArgs& r, uint32_t k_col, uint32_t v_col, uint32_t kv, const KvLayer& cache, Dyn slot,
                    KernelConfig cfg = {});
+// rope_kv_write's arguments, for MatmulArgs::rope_kv (x is the matmul's y, N its B).
+struct RopeKvFold {
+  RopePositions pos;
+  uint32_t H = 0, D = 0, n_rot = 0;
+  RopeArgs rope;
+  uint32_t k_col = 0, v_col = 0, kv = 0;
+  KvLayer cache;
+  Dyn slot;
+};
 // dst row r = src row (row0 + r), r < rows, `cols` floats.
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg = {});
 // out(T, F) = silu(gate) * up

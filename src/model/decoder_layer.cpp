@@ -9,12 +9,18 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   MatmulArgs qa;  // attn_norm (when there is one) folded into the qkv matmul
   qa.bias = w.qkv_bias;
   if (w.attn_norm) qa.norm = w.attn_norm, qa.norm_eps = s.rms_eps, qa.norm_scratch = m.xn;
+  // q rotated; K rotated and V (row r: qkv[r][HD .. HD+KV) and [HD+KV .. HD+2KV)) into cache
+  // rows slot .. slot+N-1: in the qkv matmul's epilogue where the device's kernel can, else one
+  // rope_kv_write pass after it.
+  const RopeKvFold rk{.pos = p.pos, .H = H, .D = D, .n_rot = D, .rope = s.rope, .k_col = HD, .v_col = HD + KV,
+                      .kv = KV, .cache = p.kv, .slot = p.slot};
+  if (!w.qk_norm) qa.rope_kv = &rk;
   matmul(seq, *w.wqkv, m.in, m.qkv, N, qa);
-  // q and k are adjacent in each qkv row: normalize them (Qwen3) as H + Hkv heads of width D.
-  if (w.qk_norm) rmsnorm_heads(seq, m.qkv, *w.qk_norm, N, H + Hkv, D, s.rms_eps);
-  // One pass: q rotated in place; K rotated and V (row r: qkv[r][HD .. HD+KV) and
-  // [HD+KV .. HD+2KV)) into cache rows slot .. slot+N-1.
-  rope_kv_write(seq, m.qkv, p.pos, N, H, D, D, s.rope, HD, HD + KV, KV, p.kv, p.slot);
+  if (w.qk_norm) {
+    // q and k are adjacent in each qkv row: normalize them (Qwen3) as H + Hkv heads of width D.
+    rmsnorm_heads(seq, m.qkv, *w.qk_norm, N, H + Hkv, D, s.rms_eps);
+    rope_kv_write(seq, m.qkv, p.pos, N, H, D, D, s.rope, HD, HD + KV, KV, p.kv, p.slot);
+  }
   AttentionArgs at;
   at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = p.t;
   at.q = m.qkv, at.o = m.att;

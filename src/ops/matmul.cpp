@@ -113,6 +113,21 @@ struct MatmulLanesPush {
 };
 static_assert(sizeof(MatmulLanesPush) == 44);
 
+// matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
+struct MatmulLanesRopeSpec {
+  MatmulLanesSpec lanes;
+  uint32_t kv_f16;  // 7: KV_F16
+};
+static_assert(sizeof(MatmulLanesRopeSpec) == 32);
+struct MatmulLanesRopePush {
+  MatmulLanesPush lanes;
+  uint32_t n_rot, mode;
+  float theta, freq_scale;
+  uint32_t has_factors, has_table, pos_offset, first, first_slot, step;
+  uint32_t hd, kv, slot, slot_slot, k_base, v_base;
+};
+static_assert(sizeof(MatmulLanesRopePush) == 108);
+
 struct MatmulPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
 };
@@ -245,6 +260,22 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     rest.norm = nullptr;
     return matmul(seq, W, args.norm_scratch, y, B, rest);
   }
+  if (args.rope_kv) {
+    assert(!args.accumulate && !args.glu);
+    const RopeKvFold& f = *args.rope_kv;
+    const DeviceCaps& caps = ctx.caps();
+    // The epilogue owns whole RoPE pairs per lane, f16 cache words across a lane pair (mode 1).
+    const bool fold = v == 3 && W.chunks.size() == 1 && f.n_rot == f.D && f.D % 4 == 0 && f.kv % f.D == 0 &&
+                      f.k_col == f.H * f.D && f.v_col == f.k_col + f.kv && W.N == f.v_col + f.kv &&
+                      caps.subgroup_shuffle && caps.subgroup_size >= 2 && caps.min_subgroup_size == caps.max_subgroup_size &&
+                      (cfg.workgroup_size ? cfg.workgroup_size : caps.subgroup_size) % caps.subgroup_size == 0;
+    if (!fold) {
+      MatmulArgs rest = args;
+      rest.rope_kv = nullptr;
+      matmul(seq, W, x, y, B, rest);
+      return rope_kv_write(seq, y, f.pos, B, f.H, f.D, f.n_rot, f.rope, f.k_col, f.v_col, f.kv, f.cache, f.slot);
+    }
+  }
   if (args.glu && !fold_glu) {
     MatmulArgs rest = args;
     rest.glu = false;
@@ -272,6 +303,8 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     auto bindings = weight_bindings(W, 3);
     bindings[2] = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
     bindings.push_back(VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
+    const RopeKvFold* rk = args.rope_kv;  // folded: checked above
+    if (rk) bindings.insert(bindings.end(), 5, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
     for (const auto& c : W.chunks) {
       MatmulLanesSpec cs = spec;
       // 256-value file blocks keep each row's whole block in registers (the shader's RAW_SUPER
@@ -282,15 +315,46 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
         cs.bt = std::min(cs.bt, kSuperBlockRows);
         cs.xt = shuffle ? (2 * cs.bt + S - 1) / S : 1;
       }
-      if (fold_glu) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows in pairs
+      if (fold_glu || rk) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows / RoPE pairs
       const uint32_t lanes_rows = fold_glu ? cs.r / 2 : cs.r;
-      auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulLanesPush), cs);
-      const Pipeline& p = ctx.pipelines().get(desc);
       MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
                            args.accumulate ? 1u : 0u, args.bias ? 1u : 0u, args.norm_eps};
       const uint32_t out_rows = fold_glu ? c.rows / 2 : c.rows;
-      seq.dispatch(p, {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(args.norm ? *args.norm : bias)}, push,
-                   groups(out_rows, cs.wg * lanes_rows), groups(B, cs.bt), 1, "matmul");
+      const Buffer& norm = args.norm ? *args.norm : bias;
+      if (!rk) {
+        auto desc = make_pipeline_desc(variant("matmul_lanes", W, c), bindings, sizeof(MatmulLanesPush), cs);
+        seq.dispatch(ctx.pipelines().get(desc), {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(norm)}, push,
+                     groups(out_rows, cs.wg * lanes_rows), groups(B, cs.bt), 1, "matmul");
+        continue;
+      }
+      // The RoPE + K/V epilogue (matmul_lanes.comp, ROPE_KV): its constants and buffers follow.
+      MatmulLanesRopeSpec rs{cs, rk->cache.type == KvType::F16};
+      MatmulLanesRopePush rp{push,
+                             rk->n_rot,
+                             uint32_t(rk->rope.mode),
+                             rk->rope.theta,
+                             rk->rope.freq_scale,
+                             rk->rope.factors != nullptr,
+                             rk->pos.table != nullptr,
+                             rk->pos.offset,
+                             rk->pos.first.base,
+                             rk->pos.first.slot,
+                             rk->pos.step,
+                             rk->k_col,  // == hd
+                             rk->kv,
+                             rk->slot.base,
+                             rk->slot.slot,
+                             rk->cache.k_base,
+                             rk->cache.v_base};
+      const Buffer* state = rk->pos.first.fixed() ? rk->slot.state : rk->pos.first.state;
+      assert(rk->slot.fixed() || rk->slot.state == state);
+      const Buffer& table = rk->pos.table ? *rk->pos.table : c.data;  // bound, never read, without one
+      auto desc = make_pipeline_desc(variant("matmul_lanes_rope", W, c), bindings, sizeof(MatmulLanesRopePush), rs);
+      seq.dispatch(ctx.pipelines().get(desc),
+                   {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(norm), in(table),
+                    in(rk->rope.factors ? *rk->rope.factors : table), out(*rk->cache.k), out(*rk->cache.v),
+                    in(state ? *state : table)},
+                   rp, groups(c.rows / 2, cs.wg * (cs.r / 2)), groups(B, cs.bt), 1, "matmul");
     }
     return;
   }
