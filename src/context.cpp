@@ -287,7 +287,14 @@ Context::Context(const ContextOptions& opts) {
   instance_ = create_instance(opts.validation, &mi);
   owns_instance_ = true;
   try {
-    if (opts.validation) VKSPEC_VK(vkCreateDebugUtilsMessengerEXT(instance_, &mi, nullptr, &messenger_));
+    if (opts.validation) {
+      // volk's vkDestroyDebugUtilsMessengerEXT is a global that follows the last instance loaded:
+      // after a context without validation it is null. Keep this instance's own entry point.
+      destroy_messenger_ = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+      if (!destroy_messenger_) throw Error("validation requested but vkDestroyDebugUtilsMessengerEXT is missing");
+      VKSPEC_VK(vkCreateDebugUtilsMessengerEXT(instance_, &mi, nullptr, &messenger_));
+    }
     uint32_t n = 0;
     vkEnumeratePhysicalDevices(instance_, &n, nullptr);
     std::vector<VkPhysicalDevice> pds(n);
@@ -301,7 +308,7 @@ Context::Context(const ContextOptions& opts) {
     init_device(opts, true);
   } catch (...) {
     if (device_) vkDestroyDevice(device_, nullptr);
-    if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+    if (messenger_) destroy_messenger_(instance_, messenger_, nullptr);
     vkDestroyInstance(instance_, nullptr);
     throw;
   }
@@ -445,7 +452,7 @@ Context::~Context() {
   if (fence_) vk_.vkDestroyFence(device_, fence_, nullptr);
   if (pool_) vk_.vkDestroyCommandPool(device_, pool_, nullptr);
   if (owns_device_) vk_.vkDestroyDevice(device_, nullptr);
-  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (messenger_) destroy_messenger_(instance_, messenger_, nullptr);
   if (owns_instance_) vkDestroyInstance(instance_, nullptr);
 }
 

@@ -95,6 +95,27 @@ TEST_CASE("two runtimes live in one process without sharing state") {
   run_add(a, 5, 6);
 }
 
+TEST_CASE("a context with validation outlives one without and is destroyed cleanly") {
+  // volk's instance-level entry points follow the last instance loaded; a context must not
+  // destroy its debug messenger through a pointer that another context's instance replaced.
+  ContextOptions with;
+  with.pipeline_cache_dir = "-";
+  with.validation = true;
+  auto validating = std::make_unique<Context>(with);
+  REQUIRE(validating->validation_enabled());
+  {
+    ContextOptions without;
+    without.pipeline_cache_dir = "-";
+    Context plain(without);
+    run_add(plain, 1, 2);
+  }
+  run_add(*validating, 3, 4);
+  Context later(with);  // and one more instance loaded after the plain one
+  run_add(later, 5, 6);
+  validating.reset();  // crashed here when the messenger was destroyed through volk's global
+  CHECK(later.take_validation_messages().empty());
+}
+
 TEST_CASE("asking for a device that does not exist is a clear error") {
   ContextOptions o;
   o.device = "no-such-gpu-anywhere";
