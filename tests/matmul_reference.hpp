@@ -165,7 +165,8 @@ inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int varia
   MatmulArgs args;
   args.cfg.matmul_rows = variant;
   args.cfg.x_shuffle = x_shuffle;
-  for (uint32_t B : {2u, 7u, 16u, 64u, 256u}) {
+  // 3, 5 and 9 run as tiles of 3 rows on CPU-like devices, the others as tiles of 2 or 4.
+  for (uint32_t B : {2u, 3u, 5u, 7u, 9u, 16u, 64u, 256u}) {
     Sequence seq(ctx);
     seq.begin();
     matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);

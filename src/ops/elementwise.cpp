@@ -25,11 +25,8 @@ static_assert(sizeof(RmsnormPush) == 36);
 
 void rmsnorm_dispatch(Sequence& seq, const Buffer& xb, const Buffer& w, const Buffer& yb, const RmsnormPush& push,
                       uint32_t rows, const KernelConfig& cfg) {
-  // One subgroup per row where barriers are what costs (its reduction's barriers then have
-  // nothing to wait for): ~85 -> ~50 us per dispatch on lavapipe, where rows are short.
-  const DeviceCaps& caps = seq.context().caps();
-  const uint32_t wg = caps.quirks.single_subgroup_kernels ? caps.subgroup_size : 64;
-  const Pipeline& p = simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(RmsnormPush), cfg, wg);
+  const Pipeline& p =
+      simple_pipeline(seq.context(), "rmsnorm", 3, sizeof(RmsnormPush), cfg, row_reduction_workgroup(seq.context(), push.C, 2));
   seq.dispatch(p, {in(xb), in(w), out(yb)}, push, rows, 1, 1, "rmsnorm");
 }
 }  // namespace

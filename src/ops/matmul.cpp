@@ -245,6 +245,15 @@ int matmul_variant(const Context& ctx, const KernelConfig& cfg) {
   // 16 rows x 4 batch rows x 32 values spills, and whose subgroup reduction costs per output).
   return cfg.matmul_rows >= 0 ? cfg.matmul_rows : ctx.caps().quirks.single_subgroup_kernels ? 3 : 0;
 }
+
+// Activation rows per workgroup of matmul_lanes: at most 4 (a lane's tile must stay in
+// registers), and as few tiles as that allows, split evenly — B = 9 runs as 3 tiles of 3, not
+// 3 of 4 whose last computes 3 clamped copies of row 8. The shader's per-row arithmetic is the
+// same for every tile size, so any B stays batch-invariant.
+uint32_t lanes_batch_tile(uint32_t B) {
+  const uint32_t tiles = (std::max(B, 1u) + 3) / 4;
+  return (std::max(B, 1u) + tiles - 1) / tiles;
+}
 }  // namespace
 
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args) {
@@ -288,7 +297,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : (B <= 2 ? std::max(B, 1u) : 4), fold_norm, fold_glu, 0, 1};
+                         cfg.batch_tile ? cfg.batch_tile : lanes_batch_tile(B), fold_norm, fold_glu, 0, 1};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
