@@ -253,7 +253,13 @@ void main() {
       vec4 xl[BT], xh[BT];
       tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
       for (uint b = 0; b < BT; ++b)
-        for (uint r = 0; r < R; ++r) part[r * BT + b] += dot(wl[r], xl[b]) + dot(wh[r], xh[b]);
+        for (uint r = 0; r < R; ++r) {
+          // One fused multiply-add per value (dot() is a multiply and an add on CPU rasterizers).
+          float s = part[r * BT + b];
+          [[unroll]] for (uint c = 0; c < 4; ++c) s = fma(wl[r][c], xl[b][c], s);
+          [[unroll]] for (uint c = 0; c < 4; ++c) s = fma(wh[r][c], xh[b][c], s);
+          part[r * BT + b] = s;
+        }
     }
 #if defined(WT_Q8_0)
     for (uint r = 0; r < R; ++r) {
