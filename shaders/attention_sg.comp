@@ -172,20 +172,23 @@ void main() {
     [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 k = load_k(pc.k_base + e, c);
-      [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] += dot(qv[g * DV + c], k);
+      // Fused multiply-adds, one per value (dot() is a multiply and an add on CPU rasterizers).
+      [[unroll]] for (uint g = 0; g < HPW; ++g)
+        [[unroll]] for (uint x = 0; x < 4; ++x) s[g] = fma(qv[g * DV + c][x], k[x], s[g]);
     }
-    float p[HPW];
+    float p[HPW], c_[HPW];
     [[unroll]] for (uint g = 0; g < HPW; ++g) {
       const float m_new = valid ? max(m[g], s[g]) : m[g];
       const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
       p[g] = valid ? exp(s[g] - m_new) : 0.0;
       l[g] = l[g] * corr + p[g];
       m[g] = m_new;
-      [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] *= corr;
+      c_[g] = corr;
     }
+    // acc = acc · corr + p · v: a multiply and a fused multiply-add per value.
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 v = load_v(pc.v_base + e, c);
-      [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] += p[g] * v;
+      [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] = fma(acc[g * DV + c], vec4(c_[g]), p[g] * v);
     }
   }
 
