@@ -121,9 +121,13 @@ class LlamaModel {
     const Buffer* mask = nullptr;  // tree ancestor mask (N, mask_words); nullptr = causal chain
     uint32_t mask_offset = 0, mask_words = 0;
     uint32_t logits_from = 0;  // lm_head only for rows logits_from..N-1 (prefill needs the last)
+    // hidden() rows too (the draft heads' features). Without them, where the device folds the
+    // final norm into the LM head's matmul, that norm costs no dispatch of its own. The logits
+    // are the same bits either way: they always come from the folded norm there.
+    bool hidden = true;
   };
-  // Records the forward. Afterwards logits() row r (r >= logits_from) and hidden() row r hold the
-  // results for row r.
+  // Records the forward. Afterwards logits() row r (r >= logits_from) and (with a.hidden) hidden()
+  // row r hold the results for row r.
   void forward(Sequence& seq, const ForwardArgs& a);
 
   Mat logits() const { return {&logits_, 0, pad4(config().V)}; }  // (max_rows, V)

@@ -121,6 +121,8 @@ struct MatmulArgs {
 };
 // y(B, N) = x(B, K) · W^T. x.stride and x.offset must be multiples of 4.
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});
+// Whether matmul() folds MatmulArgs::norm into the matmul on this device (no separate rmsnorm).
+bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg = {});
 
 // out(T, C) = table[tokens[tok_offset + t]]
 void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn tok_offset, Mat out, uint32_t T,

@@ -411,9 +411,18 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
                          shape, acts, pass);
   }
   copy_taps(seq, uint32_t(cfg.L), N);
-  rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
   const uint32_t from = std::min(a.logits_from, N - 1);
-  matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
+  if (matmul_folds_norm(seq.context())) {
+    // The LM head normalizes x itself, so ar (no hidden rows) and a tree pass (hidden rows for
+    // the heads) compute their logits identically.
+    if (a.hidden) rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
+    MatmulArgs la;
+    la.norm = &w_->output_norm(), la.norm_eps = cfg.rms_eps, la.norm_scratch = hid.row(from);
+    matmul(seq, lm_head(), x.row(from), logits().row(from), N - from, la);
+  } else {
+    rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
+    matmul(seq, lm_head(), hid.row(from), logits().row(from), N - from);
+  }
 }
 
 }  // namespace vkspec

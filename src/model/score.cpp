@@ -33,6 +33,7 @@ void ChainRunner::run(std::span<const uint32_t> tokens, uint32_t from,
     // The lm_head only for the rows asked for (the forward computes at least the last).
     const uint32_t want = from > c0 ? from - c0 : 0;
     a.logits_from = std::min(want, n - 1);
+    a.hidden = false;
     seq.begin();
     model_.forward(seq, a);
     seq.run();

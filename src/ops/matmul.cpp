@@ -256,6 +256,8 @@ uint32_t lanes_batch_tile(uint32_t B) {
 }
 }  // namespace
 
+bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg) { return matmul_variant(ctx, cfg) == 3; }
+
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args) {
   Context& ctx = seq.context();
   assert(x.stride % 4 == 0 && x.offset % 4 == 0);

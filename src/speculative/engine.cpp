@@ -161,6 +161,7 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     LlamaModel::ForwardArgs a;
     a.N = n, a.t = c0, a.tokens = &b.seq_tokens, a.tok_offset = c0;
     a.logits_from = n - 1;
+    a.hidden = !p.drafter_store.empty();
     p.verifier->forward(seq, a);
     const uint32_t pairs = std::min(c0 + n, P - 1) - std::min(c0, P - 1);
     if (pairs)

@@ -44,6 +44,7 @@ void StepPlan::record_ar() {
   const uint32_t V = verifier_.vocab();
   LlamaModel::ForwardArgs fa;
   fa.N = 1, fa.t = b_.t(), fa.tokens = &b_.seq_tokens, fa.tok_offset = b_.t();
+  fa.hidden = false;  // no head drafts from it
   verifier_.forward(seq_, fa);
   if (shape_.sampling) {
     const Mat probs{&probs_, 0, V};
