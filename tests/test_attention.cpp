@@ -457,7 +457,8 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
         const uint32_t K = weight_type_block(c.wt) == 256 ? 256 : weight_type_block(c.wt) == 32 ? 96 : 72, cap = 48, t0 = 9, pos_off = 1;
         const std::string what = std::string(weight_type_name(c.wt)) + " B " + std::to_string(c.B) + " H " +
                                  std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D " + std::to_string(c.D) +
-                                 (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves");
+                                 (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves") +
+                                 (seed % 2 == 0 ? " scaled" : "");
         const auto raw = make_weight(c.wt, N, K, seed);
         const DeviceWeight W = upload_weight(ctx, c.wt, N, K, raw.data());
         const auto x = random_floats(size_t(c.B) * K, seed + 1, -2, 2);
@@ -475,7 +476,12 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
             cb(ctx, junk.size() * 4), scratch(ctx, x.size() * 4);
         xb.upload(x), bb.upload(bias), gb.upload(g), tb.upload(table), sb.upload(st), ca.upload(junk), cb.upload(junk);
         ya.upload(yjunk), yb.upload(yjunk);
-        const RopeArgs ra{1000.0f + float(seed), mode, 1.0f, nullptr};
+        // Every other case with Llama 3 frequency factors and linear scaling: both kernels read them.
+        const auto fac = random_floats(c.D / 2, seed + 4, 0.25f, 4.0f);
+        Buffer fb(ctx, fac.size() * 4);
+        fb.upload(fac);
+        const bool scaled = seed % 2 == 0;
+        const RopeArgs ra{1000.0f + float(seed), mode, scaled ? 0.25f : 1.0f, scaled ? &fb : nullptr};
         const RopePositions pos = c.table ? RopePositions{&tb, pos_off, Dyn(sb, kStateT), 1}
                                           : RopePositions::run(Dyn(sb, kStateT, 1), 1);
         const Dyn slot(sb, kStateT, 2);
