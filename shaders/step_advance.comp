@@ -1,8 +1,9 @@
 #version 450
 // The last dispatch of a step: moves the step state on and emits the step's tokens to the
 // host-visible output list (vkspec/step_state.h), so the host reads tokens once per submission.
-//   tree mode: append_tokens/put_token already wrote y[t+1 .. t+a+1] and advanced state[kStateT]
-//              to t + a + 1 (a = info[kInfoAccepted]);
+//   tree mode: the accepted path's tokens y[t .. t+a] = token[accepted[0 .. a]] (a =
+//              info[kInfoAccepted]; accepted[0] is the root, y[t] itself) and the next root
+//              y[t+a+1] = info[kInfoNextRoot] are written here, and the state advances by a + 1;
 //   ar mode:   argmax wrote y[t+1]; the state advances by one here.
 // Tokens are emitted in order until the limit or a stop token (included); then the state is done.
 layout(local_size_x = 1) in;
@@ -10,16 +11,20 @@ layout(local_size_x = 1) in;
 #include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) buffer State { uint state[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Info { uint info[]; };
-layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };
+layout(set = 0, binding = 2, std430) buffer Seq { uint seq_tokens[]; };
 layout(set = 0, binding = 3, std430) buffer Out { uint out_list[]; };
+layout(set = 0, binding = 4, std430) readonly buffer Acc { uint accepted[]; };  // tree mode
+layout(set = 0, binding = 5, std430) readonly buffer Tok { uint token[]; };     // tree mode: the tree's
 layout(push_constant) uniform Push { uint tree_mode, count_step, win_slot; } pc;
 void main() {
   if (state[kStateDone] != 0) return;
   uint a = 0, t_old, t_new;
   if (pc.tree_mode != 0) {
     a = info[kInfoAccepted];
-    t_new = state[kStateT];
-    t_old = t_new - a - 1;
+    t_old = state[kStateT];
+    t_new = t_old + a + 1;
+    for (uint e = 0; e <= a; ++e) seq_tokens[t_old + e] = token[accepted[e]];
+    seq_tokens[t_new] = info[kInfoNextRoot];
   } else {
     t_old = state[kStateT];
     t_new = t_old + 1;

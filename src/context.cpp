@@ -125,6 +125,8 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
   c.pair_dispatch = feats.features.shaderStorageBufferArrayDynamicIndexing;
 
   c.max_shared_memory = lim.maxComputeSharedMemorySize;
+  c.max_stage_storage_buffers = lim.maxPerStageDescriptorStorageBuffers;
+  c.max_stage_sampled = lim.maxPerStageDescriptorSampledImages;
   c.max_storage_buffer_range = lim.maxStorageBufferRange;
   c.max_uniform_buffer_range = lim.maxUniformBufferRange;
   c.max_texel_buffer_elements = lim.maxTexelBufferElements;
@@ -354,6 +356,8 @@ void Context::init_device(const ContextOptions& opts, bool own) {
   caps_ = query_caps(physical_, int(queue_family_));
   if (!own) caps_.pair_dispatch = false;  // an application's device: which features it enabled is unknown
   storage_range_limit_ = opts.storage_range_limit;
+  if (opts.stage_storage_buffers_limit && opts.stage_storage_buffers_limit < caps_.max_stage_storage_buffers)
+    caps_.max_stage_storage_buffers = opts.stage_storage_buffers_limit;
   queue_lock_ = opts.queue_lock;
   if (!queue_lock_.lock != !queue_lock_.unlock) throw Error("a queue lock needs both lock and unlock callbacks");
   if (caps_.api_version < VK_API_VERSION_1_2)

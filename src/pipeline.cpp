@@ -53,9 +53,27 @@ uint64_t all_shaders_hash() {
   return h;
 }
 
+bool fits_stage_limits(const DeviceCaps& caps, const PipelineDesc& d, std::string* why) {
+  uint64_t storage = 0, sampled = 0;
+  for (VkDescriptorType t : d.bindings) {
+    if (t == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER) storage += d.array;
+    if (t == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) sampled += d.array;
+  }
+  const auto over = [&](uint64_t n, uint32_t limit, const char* what) {
+    if (n <= limit) return false;
+    if (why)
+      *why = "shader variant '" + d.shader + "' needs " + std::to_string(n) + " " + what + " descriptors, device '" +
+             caps.name + "' allows " + std::to_string(limit) + " per shader stage";
+    return true;
+  };
+  return !over(storage, caps.max_stage_storage_buffers, "storage-buffer") &&
+         !over(sampled, caps.max_stage_sampled, "texel-buffer");
+}
+
 Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache) : ctx_(ctx), desc_(desc) {
   const auto& vk = ctx.vk();
   const auto& caps = ctx.caps();
+  if (std::string why; !fits_stage_limits(caps, desc, &why)) throw Error(why);
   if (desc.required_subgroup_size) {
     if (!caps.subgroup_size_control)
       throw Error("shader variant '" + desc.shader + "' requires subgroup size " +

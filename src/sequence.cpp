@@ -220,7 +220,8 @@ const Pipeline* Sequence::pair_pipeline(const Pipeline& p) {
   PipelineDesc d = p.desc();
   d.shader += "_pair";
   d.array = 2;
-  if (has_shader(d.shader)) q = &ctx_.pipelines().get(d);
+  // A pair doubles the kernel's descriptors: where that passes the device's limit, unpaired.
+  if (has_shader(d.shader) && fits_stage_limits(ctx_.caps(), d)) q = &ctx_.pipelines().get(d);
   pair_of_[&p] = q;
   return q;
 }

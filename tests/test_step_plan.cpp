@@ -213,7 +213,7 @@ TEST_CASE_FIXTURE(VkTest, "dynamic scalars: embed, rope, attention, argmax, tree
   CHECK(fixed[am0 + 64 + 4] == float(t + 3));
 }
 
-TEST_CASE_FIXTURE(VkTest, "step_advance emits tokens up to the limit or a stop token, then is done") {
+TEST_CASE_FIXTURE(VkTest, "step_advance appends the accepted path, emits tokens up to the limit or a stop token, then is done") {
   struct Case {
     bool tree;
     uint32_t a, t, limit, count;
@@ -221,20 +221,26 @@ TEST_CASE_FIXTURE(VkTest, "step_advance emits tokens up to the limit or a stop t
     std::vector<uint32_t> emitted;  // expected new tokens
     bool done;
   };
-  // seq_tokens[i] = 100 + i
+  // seq_tokens[i] = 100 + i; tree node n carries token 500 + n, the accepted path is nodes
+  // 0, 2, 5, 7 (its first a + 1), the next root 999.
   const Case cases[] = {
-      {false, 0, 10, 100, 3, {}, {111}, false},               // ar: y[t+1]
-      {true, 3, 14, 100, 3, {}, {111, 112, 113, 114}, false}, // tree: t already advanced to t_old + a + 1
-      {true, 3, 14, 5, 3, {}, {111, 112}, true},              // the limit inside the step
-      {true, 3, 14, 100, 3, {112, 7}, {111, 112}, true},      // a stop token inside the step
-      {true, 0, 11, 4, 3, {}, {111}, true},                   // the limit exactly at the step's end
+      {false, 0, 10, 100, 3, {}, {111}, false},                // ar: y[t+1]
+      {true, 3, 10, 100, 3, {}, {502, 505, 507, 999}, false},  // tree: y[t+1 .. t+a], then the next root
+      {true, 3, 10, 5, 3, {}, {502, 505}, true},               // the limit inside the step
+      {true, 3, 10, 100, 3, {505, 7}, {502, 505}, true},       // a stop token inside the step
+      {true, 0, 10, 4, 3, {}, {999}, true},                    // the limit exactly at the step's end
   };
+  const std::vector<uint32_t> path{0, 2, 5, 7};
   for (const Case& c : cases) {
     Buffer state = state_with(ctx, {c.t, 0, 0, 0});
-    DeviceTree tree(ctx, 4, 4);
-    std::vector<uint32_t> info(kTreeInfoWords, 0);
-    info[kInfoAccepted] = c.a, info[kInfoBestHead] = 2;
+    DeviceTree tree(ctx, 8, 4);
+    std::vector<uint32_t> info(kTreeInfoWords, 0), tokens(8);
+    info[kInfoAccepted] = c.a, info[kInfoBestHead] = 2, info[kInfoNextRoot] = 999;
     tree.info.upload(info);
+    for (uint32_t n = 0; n < 8; ++n) tokens[n] = 500 + n;
+    tree.token.upload(tokens);
+    Buffer acc(ctx, 64 * 4);
+    acc.upload(path);
     std::vector<uint32_t> seqv(64);
     for (uint32_t i = 0; i < 64; ++i) seqv[i] = 100 + i;
     Buffer sb(ctx, 64 * 4);
@@ -247,7 +253,7 @@ TEST_CASE_FIXTURE(VkTest, "step_advance emits tokens up to the limit or a stop t
     for (int rep = 0; rep < 2; ++rep) {  // the second run must be a no-op once done
       Sequence seq(ctx);
       seq.begin();
-      step_advance(seq, state, c.tree ? &tree.info : nullptr, sb, out, true, kInfoBestHead);
+      step_advance(seq, state, c.tree ? &tree : nullptr, c.tree ? &acc : nullptr, sb, out, true, kInfoBestHead);
       seq.run();
       if (rep == 0 || c.done) {
         CHECK(o[kOutCount] == c.count + c.emitted.size());
@@ -259,8 +265,15 @@ TEST_CASE_FIXTURE(VkTest, "step_advance emits tokens up to the limit or a stop t
       }
       if (!c.done) break;
     }
+    const uint32_t t_new = c.tree ? c.t + c.a + 1 : c.t + 1, t_old = c.t;
+    // The sequence: the accepted path from y[t] on and the next root after it; nothing else moved.
+    auto want = seqv;
+    if (c.tree) {
+      for (uint32_t e = 0; e <= c.a; ++e) want[t_old + e] = tokens[path[e]];
+      want[t_new] = 999;
+    }
+    CHECK(sb.read<uint32_t>(64) == want);
     const auto st = state.read<uint32_t>(kStateWords);
-    const uint32_t t_new = c.tree ? c.t : c.t + 1, t_old = c.tree ? c.t - c.a - 1 : c.t;
     CHECK(st[kStateT] == t_new);
     CHECK(st[kStatePrevT] == t_old);
     CHECK(st[kStateAccepted] == c.a);

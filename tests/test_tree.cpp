@@ -289,25 +289,51 @@ TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the 
 struct AcceptRun {
   std::vector<uint32_t> info, accepted;
 };
+// accept_greedy over the given argmax, or (`fused`) argmax_accept_greedy over logits whose row i
+// has its maximum at argmax[i] and again, a tie it must lose, 10 places later. The fused dispatch
+// runs twice with the outputs wiped between: the second accepts only if the first reset its counter.
 AcceptRun run_accept(Context& ctx, const HostTree& t, uint32_t max_depth, const std::vector<uint32_t>& argmax,
-                     KernelConfig cfg) {
+                     KernelConfig cfg, bool fused = false) {
   const uint32_t n = uint32_t(t.size());
   DeviceTree d(ctx, n, max_depth);
   upload_tree(d, t);
-  Buffer am(ctx, argmax.size() * 4), acc(ctx, (max_depth + 1) * 4);
-  am.upload(argmax);
+  Buffer am(ctx, argmax.size() * 4), acc(ctx, (max_depth + 1) * 4), arrivals(ctx, 16);
+  am.upload(fused ? std::vector<uint32_t>(n, 0xffffffffu) : argmax);
+  arrivals.upload(std::vector<uint32_t>(4, 0));
+  const uint32_t V = 64 + n % 7;
+  std::vector<float> x(size_t(n) * V);
+  std::mt19937 rng(n);
+  for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+  for (uint32_t i = 0; i < n; ++i) {
+    REQUIRE(argmax[i] + 10 < V);
+    x[size_t(i) * V + argmax[i]] = x[size_t(i) * V + argmax[i] + 10] = 2.0f;
+  }
+  Buffer logits(ctx, x.size() * 4);
+  logits.upload(x);
   Sequence seq(ctx);
   seq.begin();
   tree_meta(seq, d, n, 0, cfg);
-  accept_greedy(seq, d, am, acc, cfg);
+  if (fused) {
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, cfg);
+    seq.fill(acc, 0xffffffffu);
+    seq.fill(am, 0xffffffffu);
+    seq.fill(d.info, 0u, kInfoAccepted * 4, 4);
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, cfg);
+  } else {
+    accept_greedy(seq, d, am, acc, cfg);
+  }
   seq.run();
+  if (fused) {
+    CHECK(am.read<uint32_t>(n) == argmax);
+    CHECK(arrivals.read<uint32_t>(1)[0] == 0);
+  }
   AcceptRun r;
   r.info = d.info.read<uint32_t>(16);
   r.accepted = acc.read<uint32_t>(r.info[kInfoAccepted] + 1);
   return r;
 }
 
-TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the second duplicate sibling") {
+TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy (and argmax_accept_greedy) finds the longer match under the second duplicate sibling") {
   // Merged tree: root 0; head 1: 1 (tok 5) → 2 (tok 7); head 2: 3 (tok 5) → 4 (tok 9) → 5 (tok 11).
   // The verifier says 5, 9, 11, 42: following the first matching child (node 1) would stop at
   // a = 1; the scan over all rows must find a = 3 on the head-2 path.
@@ -319,8 +345,10 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the 
   t.push(9, 3, 2, -0.3f, 2);
   t.push(11, 4, 3, -0.4f, 2);
   std::vector<uint32_t> argmax{5, 8, 0, 9, 11, 42};
+  for (bool fused : {false, true})
   for (uint32_t wg : kWorkgroups) {
-    AcceptRun r = run_accept(ctx, t, 4, argmax, wg_cfg(wg));
+    CAPTURE(fused);
+    AcceptRun r = run_accept(ctx, t, 4, argmax, wg_cfg(wg), fused);
     CHECK(r.info[kInfoLeaves] == 2);
     CHECK(r.info[kInfoAccepted] == 3);
     CHECK(r.info[kInfoBestRow] == 1);
@@ -329,7 +357,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the 
     CHECK(r.accepted == std::vector<uint32_t>{0, 3, 4, 5});
     // Equal lengths on both paths: the lower row wins.
     std::vector<uint32_t> am2{5, 7, 3, 9, 0, 42};
-    r = run_accept(ctx, t, 4, am2, wg_cfg(wg));
+    r = run_accept(ctx, t, 4, am2, wg_cfg(wg), fused);
     CHECK(r.info[kInfoAccepted] == 2);
     CHECK(r.info[kInfoBestRow] == 0);
     CHECK(r.info[kInfoNextRoot] == 3);
@@ -337,7 +365,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the 
     CHECK(r.accepted == std::vector<uint32_t>{0, 1, 2});
     // Nothing matches: a = 0, next root = argmax at the root, head 0.
     std::vector<uint32_t> am3{6, 0, 0, 0, 0, 0};
-    r = run_accept(ctx, t, 4, am3, wg_cfg(wg));
+    r = run_accept(ctx, t, 4, am3, wg_cfg(wg), fused);
     CHECK(r.info[kInfoAccepted] == 0);
     CHECK(r.info[kInfoNextRoot] == 6);
     CHECK(r.info[kInfoBestHead] == 0);
@@ -345,9 +373,10 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy finds the longer match under the 
   }
 }
 
-TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy on random trees equals the CPU scan") {
+TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy and argmax_accept_greedy on random trees equal the CPU scan") {
   uint32_t seed = 400;
-  for (uint32_t wg : kWorkgroups)
+  for (bool fused : {false, true})
+  for (uint32_t wg : {0u, 32u, 64u})
     for (uint32_t n : {1u, 2u, 9u, 30u, 77u, 200u, 512u})
       for (int rep = 0; rep < 3; ++rep) {
         std::mt19937 rng(seed++);
@@ -359,8 +388,8 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy on random trees equals the CPU sc
         for (auto& x : argmax) x = rng() % 3;
         const Meta m = meta_ref(t.parent, 0, (n + 31) / 32, D + 1);
         const Accept ref = accept_ref(t, m, D + 1, argmax);
-        AcceptRun r = run_accept(ctx, t, D, argmax, wg_cfg(wg));
-        INFO("wg " << wg << " n " << n << " D " << D);
+        AcceptRun r = run_accept(ctx, t, D, argmax, wg_cfg(wg), fused);
+        INFO("wg " << wg << " n " << n << " D " << D << (fused ? " fused" : ""));
         CHECK(r.info[kInfoAccepted] == ref.a);
         CHECK(r.info[kInfoBestRow] == ref.row);
         CHECK(r.info[kInfoNextRoot] == ref.next_root);
@@ -371,7 +400,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy on random trees equals the CPU sc
 
 // ---- commit -------------------------------------------------------------------------------
 
-TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equal the CPU moves") {
+TEST_CASE_FIXTURE(VkTest, "tree: commit_rows and gather_rows equal the CPU moves") {
   uint32_t seed = 500;
   std::vector<std::vector<uint32_t>> paths{{0}, {0, 1}, {0, 3, 4, 9}, {0, 1, 2, 3}, {0, 5, 6, 7, 8, 20, 21}};
   {
@@ -408,18 +437,11 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equa
         fs.upload(feat);
         std::vector<float> dst0(size_t(64) * d_stride + 2, -7.0f);
         fd.upload(dst0);
-        const uint32_t count0 = 11;
-        std::vector<uint32_t> out0(128, 0xffffffffu);
-        out0[0] = 0;
-        Buffer ot(ctx, 128 * 4), oc(ctx, 4);
-        ot.upload(out0);
-        oc.upload(std::vector<uint32_t>{count0});
 
         Sequence seq(ctx);
         seq.begin();
         commit_rows(seq, d, acc, t, cb, row_floats, streams, stream_words, wg_cfg(wg));
         gather_rows(seq, d, acc, Mat{&fs, 7, s_stride}, Mat{&fd, 2, d_stride}, cols, wg_cfg(wg));
-        append_tokens(seq, d, acc, ot, oc, wg_cfg(wg));
         seq.run();
 
         auto ref = cache;  // read all, then write
@@ -438,9 +460,156 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows, gather_rows and append_tokens equa
           for (uint32_t c = 0; c < cols; ++c) dref[2 + e * d_stride + c] = feat[7 + path[e] * s_stride + c];
         CHECK(fd.read<float>(dst0.size()) == dref);
 
-        auto oref = out0;
-        for (uint32_t e = 0; e <= a; ++e) oref[count0 + e] = tokens[path[e]];
-        CHECK(ot.read<uint32_t>(128) == oref);
-        CHECK(oc.read<uint32_t>(1)[0] == count0 + a + 1);
+      }
+}
+
+// ---- one dispatch per draft level's tail ----------------------------------------------------
+
+namespace {
+
+// One drafter's worth of a randomized draft: per level F rows of V logits (NaN and exact ties
+// planted), recorded either as topk + draft_expand or as draft_topk_expand, which also gathers
+// each next level's inputs from h (C wide, the root at row k) into tok, feat and mask.
+struct DraftRun {
+  static constexpr uint32_t C = 5, kFeatStride = 8, kFeatOffset = 3;
+  uint32_t V, k, D, count, words;
+  DeviceTree pool;
+  Buffer root_tok, front, ids, logp, hid, arrivals, h, tok, feat, mask;
+  std::vector<float> hv;
+  std::vector<Buffer> logits;
+  DraftRun(Context& ctx, uint32_t V_, uint32_t k_, uint32_t D_, uint32_t seed)
+      : V(V_), k(k_), D(D_), count(1 + k_ + (D_ - 1) * k_ * k_), words(((D_ - 1) * k_ + 31) / 32 + 1),
+        pool(ctx, count + 3, D_), root_tok(ctx, 16), front(ctx, (D_ + 1) * k_ * 4 + 4),
+        ids(ctx, k_ * kTopkMax * 4 + 16), logp(ctx, k_ * kTopkMax * 4 + 16), hid(ctx, 16), arrivals(ctx, 16),
+        h(ctx, (k_ + 1) * C * 4), tok(ctx, k_ * 4), feat(ctx, (kFeatOffset + k_ * kFeatStride) * 4),
+        mask(ctx, (D_ - 1) * k_ * words * 4 + 4) {
+    std::mt19937 rng(seed);
+    hv.resize((k + 1) * C);
+    for (auto& v : hv) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    h.upload(hv);
+    tok.upload(std::vector<uint32_t>(k, 0xdead));
+    feat.upload(std::vector<float>(kFeatOffset + k * kFeatStride, -7.0f));
+    mask.upload(std::vector<uint32_t>((D - 1) * k * words + 1, 0xabcdef01u));
+    root_tok.upload(std::vector<uint32_t>{rng() % V, 0, 0, 0});
+    front.upload(std::vector<uint32_t>((D + 1) * k + 1, 0));
+    ids.upload(std::vector<uint32_t>(k * kTopkMax + 4, 0));
+    logp.upload(std::vector<float>(k * kTopkMax + 4, 0.0f));
+    hid.upload(std::vector<uint32_t>{1 + seed % 2, 0, 0, 0});
+    arrivals.upload(std::vector<uint32_t>(4, 0));
+    for (uint32_t l = 0; l < D; ++l) {
+      const uint32_t F = l == 0 ? 1 : k;
+      std::vector<float> x(size_t(F) * V);
+      for (auto& v : x) {
+        const uint32_t r = rng() % 64;
+        v = r == 0 ? std::nanf("") : r < 8 ? 2.0f : std::uniform_real_distribution<float>(-6.0f, 6.0f)(rng);
+      }
+      logits.emplace_back(ctx, x.size() * 4);
+      logits.back().upload(x);
+    }
+  }
+  void record(Sequence& seq, bool fused, const KernelConfig& cfg) {
+    pool_init(seq, pool, root_tok, 0, cfg);
+    uint32_t base = 1;
+    for (uint32_t l = 0; l < D; ++l) {
+      const uint32_t F = l == 0 ? 1 : k, fo = l == 0 ? 0 : (l - 1) * k + 1;  // front[0]: the root
+      const Mat x{&logits[l], 0, V};
+      if (fused) {
+        const DraftGather g{.level = l + 1, .root_row = k, .h = {&h, 0, C}, .C = C, .tokens = &tok,
+                            .feat = {&feat, kFeatOffset, kFeatStride}, .mask = &mask, .words = words};
+        draft_topk_expand(seq, x, V, pool, base, front, fo, F, ids, logp, 2, kTopkMax, k, hid, front, l * k + 1, k,
+                          arrivals, l + 1 < D ? &g : nullptr, cfg);
+      } else {
+        topk(seq, x, F, V, k, ids, logp, 2, kTopkMax, cfg);
+        draft_expand(seq, pool, base, front, fo, F, ids, logp, 2, kTopkMax, k, hid, front, l * k + 1, k, cfg);
+      }
+      base += F * k;
+    }
+  }
+  // The root's frontier of one, then each level's next frontier of k.
+  std::vector<uint32_t> frontiers() const { return front.read<uint32_t>(D * k + 1); }
+  // What the gathers must have written, from the pool and frontiers: every level's mask rows, and
+  // the last level's tokens and features.
+  void check_gathers(const std::string& what) const {
+    const std::vector<uint32_t> fr = frontiers(), pt = pool.token.read<uint32_t>(count);
+    const std::vector<uint32_t> got_mask = mask.read<uint32_t>((D - 1) * k * words);
+    const std::vector<uint32_t> got_tok = tok.read<uint32_t>(k);
+    const std::vector<float> got_feat = feat.read<float>(kFeatOffset + k * kFeatStride);
+    std::vector<uint32_t> ref_mask((D - 1) * k * words, 0);
+    uint32_t base = 1;  // of the expansion whose frontier level L gathers
+    for (uint32_t L = 1; L < D; ++L) {
+      for (uint32_t f = 0; f < k; ++f) {
+        INFO(what << " gather of level " << L << " node " << f);
+        const uint32_t node = fr[(L - 1) * k + 1 + f];
+        REQUIRE(node < count);
+        const uint32_t prow = L == 1 ? k : (node - base) / k, row = (L - 1) * k + f;
+        for (uint32_t w = 0; w < words; ++w)
+          ref_mask[row * words + w] = (L == 1 ? 0u : ref_mask[((L - 2) * k + prow) * words + w]) |
+                                      (w == row / 32 ? 1u << (row % 32) : 0u);
+        if (L == D - 1) {
+          CHECK(got_tok[f] == pt[node]);
+          for (uint32_t c = 0; c < C; ++c) CHECK(same_float(got_feat[kFeatOffset + f * kFeatStride + c], hv[prow * C + c]));
+          CHECK(got_feat[kFeatOffset + f * kFeatStride + C] == -7.0f);  // nothing past C
+        }
+      }
+      base += L == 1 ? 1 * k : k * k;
+    }
+    INFO(what);
+    CHECK(got_mask == ref_mask);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "tree: draft_topk_expand is topk then draft_expand bit for bit and gathers the next level, paired, replayed") {
+  const bool can_pair = ctx.caps().pair_dispatch;
+  uint32_t seed = 40;
+  for (uint32_t wg : {0u, 32u, 64u})
+    for (uint32_t V : {5u, 256u, 3001u, 32000u})
+      for (uint32_t k : {1u, 4u, 8u}) {
+        if (k > V || (V == 32000 && k != 4)) continue;
+        const uint32_t D = k == 8 ? 3 : 4;
+        const KernelConfig cfg = wg_cfg(wg);
+        const std::string what = "wg " + std::to_string(wg) + " V " + std::to_string(V) + " k " + std::to_string(k);
+        CAPTURE(what);
+        DraftRun ref(ctx, V, k, D, seed), got(ctx, V, k, D, seed);
+        DraftRun ref2(ctx, V, k, D, seed + 1), got2(ctx, V, k, D, seed + 1);
+        seed += 2;
+        Sequence a(ctx);
+        a.begin();
+        ref.record(a, false, cfg);
+        ref2.record(a, false, cfg);
+        a.run();
+        // Two drafters in one pair section (one dispatch per level where the device pairs), run
+        // twice: the counters must be back at zero after every dispatch for the replay to expand.
+        Sequence b(ctx, 0, /*replayable=*/true);
+        b.begin();
+        b.begin_pair();
+        got.record(b, true, cfg);
+        b.next_pair();
+        got2.record(b, true, cfg);
+        b.end_pair();
+        b.end();
+        for (int rep = 0; rep < 2; ++rep) {
+          std::vector<uint32_t> stale((D + 1) * k + 1, 0xffffffffu);
+          stale[0] = 0;  // the root's frontier of one
+          got.front.upload(stale);
+          got.pool.token.upload(std::vector<uint32_t>(got.count, 0xffffffffu));
+          b.submit(1);
+          b.wait();
+          check_same(download_tree(got.pool, got.count), download_tree(ref.pool, ref.count), what + " pool");
+          check_same(download_tree(got2.pool, got2.count), download_tree(ref2.pool, ref2.count), what + " pool 2");
+          CHECK(got.frontiers() == ref.frontiers());
+          CHECK(got2.frontiers() == ref2.frontiers());
+          CHECK(got.ids.read<uint32_t>(k * kTopkMax + 4) == ref.ids.read<uint32_t>(k * kTopkMax + 4));
+          CHECK(got.logp.read<uint32_t>(k * kTopkMax + 4) == ref.logp.read<uint32_t>(k * kTopkMax + 4));
+          got.check_gathers(what + " rep " + std::to_string(rep));
+          got2.check_gathers(what + " rep " + std::to_string(rep) + " side 2");
+          CHECK(got.arrivals.read<uint32_t>(1)[0] == 0);
+          CHECK(got2.arrivals.read<uint32_t>(1)[0] == 0);
+        }
+        // One dispatch per level and drafter instead of two; paired, one per level.
+        CHECK(a.dispatch_count() == 2 * (1 + 2 * D));
+        CHECK(b.dispatch_count() + b.paired_count() == 2 * (1 + D));
+        CHECK(b.paired_count() == (can_pair ? 1 + D : 0));
       }
 }

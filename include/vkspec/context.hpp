@@ -45,6 +45,11 @@ struct DeviceCaps {
   bool pair_dispatch = false;
 
   uint32_t max_shared_memory = 16384;
+  // Descriptors one compute shader may use: storage buffers, and sampled images (which uniform
+  // texel buffers count as). A kernel over the limit is refused; a PAIR variant over it is not
+  // used (the two heads' dispatches run one after the other).
+  uint32_t max_stage_storage_buffers = 4;
+  uint32_t max_stage_sampled = 16;
   uint64_t max_storage_buffer_range = 1ull << 27;
   uint64_t max_uniform_buffer_range = 16384;
   uint64_t max_texel_buffer_elements = 65536;
@@ -101,6 +106,8 @@ struct ContextOptions {
   std::string pipeline_cache_dir;
   // Test hook: pretend maxStorageBufferRange is this many bytes (0 = the device's).
   uint64_t storage_range_limit = 0;
+  // Test hook: pretend maxPerStageDescriptorStorageBuffers is this (0 = the device's).
+  uint32_t stage_storage_buffers_limit = 0;
   // When vkspec creates the device: the queue's priority (0..1) and, where the device offers
   // VK_KHR/EXT_global_priority, a system-wide priority (a VkQueueGlobalPriorityKHR value, 0 =
   // don't ask). A global priority the system refuses (VK_ERROR_NOT_PERMITTED) falls back to none.

@@ -74,6 +74,7 @@ struct GenerateStats {
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
   std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)
+  std::map<std::string, uint32_t> kernel_dispatches;    // dispatches per step by kernel label (time_kernels)
 };
 
 // The engine: a StepPlan (src/speculative/step_plan.hpp) built once from the verifier, the

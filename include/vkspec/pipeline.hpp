@@ -14,6 +14,7 @@
 namespace vkspec {
 
 class Context;
+struct DeviceCaps;
 
 // The SPIR-V of one shader variant as compiled at build time (shaders/variants.cmake).
 struct ShaderCode {
@@ -43,6 +44,10 @@ struct PipelineDesc {
   bool full_subgroups = false;               // require full subgroups (needs subgroup size control)
   uint32_t array = 1;                        // descriptors per binding: 2 for a PAIR variant (Sequence::begin_pair)
 };
+
+// Whether the device lets one compute shader use the descriptors `d` declares (DeviceCaps'
+// per-stage limits); `why` names the one it exceeds.
+bool fits_stage_limits(const DeviceCaps& caps, const PipelineDesc& d, std::string* why = nullptr);
 
 template <class Spec>
 PipelineDesc make_pipeline_desc(std::string shader, std::vector<VkDescriptorType> bindings, uint32_t push_size,

@@ -51,6 +51,32 @@ void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& 
                   uint32_t k, const Buffer& head_id, const Buffer& next_frontier, uint32_t next_offset,
                   uint32_t next_F, KernelConfig cfg = {});
 
+// The inputs of the next draft level (shaders/gather.glsl), for draft_topk_expand to write from
+// the frontier it has just ranked. Node f of that frontier (pool index base + r*k + j, a child of
+// row r) gets tokens[f] = its token, feature row f = row r of h (level 1: row root_row, the
+// root's), and mask row (level-1)*k + f = its parent's mask row (level-1 >= 1) | bit (level-1)*k + f.
+struct DraftGather {
+  uint32_t level = 0;  // >= 1
+  uint32_t root_row = 0;
+  Mat h;                           // (F, C): the head's outputs of the rows just ranked
+  uint32_t C = 0;
+  const Buffer* tokens = nullptr;  // (k,)
+  Mat feat;                        // (k, C)
+  const Buffer* mask = nullptr;    // (levels * k, words) u32
+  uint32_t words = 0;
+};
+
+// topk (ops.hpp) of the F logits rows logits.row(f), V wide, k of each into ids/logp at
+// topk_offset + f*topk_stride, then draft_expand over them and, with `gather` (next_F == k), the
+// next level's inputs: one dispatch instead of three, the same bits. The workgroup that finishes
+// its row last does the rest; `arrivals` (4 bytes, zero before the first use) counts them and is
+// zero again after each dispatch. One `arrivals` per drafter.
+void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, uint32_t base, const Buffer& frontier,
+                       uint32_t frontier_offset, uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset,
+                       uint32_t topk_stride, uint32_t k, const Buffer& head_id, const Buffer& next_frontier,
+                       uint32_t next_offset, uint32_t next_F, const Buffer& arrivals, const DraftGather* gather = nullptr,
+                       KernelConfig cfg = {});
+
 // Keeps the best B of pool nodes 1..count-1 by (score desc, index asc) and writes them to `out`
 // renumbered in increasing pool index (parents first), root at 0; out.info[kInfoNodes] = B + 1.
 // Writes token/parent/depth/score/head (not mask/pos/retrieve: see tree_meta). B <= count - 1.
@@ -96,6 +122,13 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 // accepted[0..a] = the path's node indices, root first. Needs tree_meta's retrieve + leaves.
 void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,
                    KernelConfig cfg = {});
+// argmax (ops.hpp) of the tree's n nodes' logits rows logits.row(i), V wide, into
+// verifier_argmax[i], then accept_greedy: one dispatch instead of two, the same bits. The
+// workgroup that finishes its row last accepts; `arrivals` (4 bytes, zero before the first use)
+// counts them and is zero again after each dispatch.
+void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
+                          const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
+                          KernelConfig cfg = {});
 
 // Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
 // t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`
@@ -105,9 +138,6 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
 // dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias.
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
                  KernelConfig cfg = {});
-// out_tokens[out_count[0] + e] = token[accepted[e]], e = 0..a; then out_count[0] += a + 1.
-void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, const Buffer& out_tokens,
-                   const Buffer& out_count, KernelConfig cfg = {});
 
 // seq_tokens[pos] = info[slot] (the next root after the accepted tokens).
 void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& seq_tokens, Dyn pos);
@@ -116,11 +146,13 @@ void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& s
 
 // The last dispatch of a step: advances `state` (kStateT, kStatePrevT, kStateAccepted) and emits
 // y[t_old+1 .. t_new] to the host-visible output list `out_list` until its limit or a stop token
-// (then kStateDone / kOutDone). With a tree (`info` = its DeviceTree::info), append_tokens and
-// put_token already advanced kStateT to t + a + 1; without one (`ar`, prefill), argmax wrote
-// y[t+1] and the state advances by one. count_step adds the step to the output's statistics:
-// the accepted-length histogram and, if win_slot != kDynFixed, the winner info[win_slot].
-void step_advance(Sequence& seq, const Buffer& state, const Buffer* info, const Buffer& seq_tokens,
-                  const Buffer& out_list, bool count_step, uint32_t win_slot = kDynFixed);
+// (then kStateDone / kOutDone). With a tree (its accept ran: a = info[kInfoAccepted]), it first
+// appends the accepted path, seq_tokens[t + e] = tree.token[accepted[e]] for e = 0..a, and the
+// next root, seq_tokens[t + a + 1] = info[kInfoNextRoot], and advances by a + 1; without one
+// (`ar`, prefill), argmax wrote y[t+1] and the state advances by one. count_step adds the step
+// to the output's statistics: the accepted-length histogram and, if win_slot != kDynFixed, the
+// winner info[win_slot].
+void step_advance(Sequence& seq, const Buffer& state, const DeviceTree* tree, const Buffer* accepted,
+                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot = kDynFixed);
 
 }  // namespace vkspec

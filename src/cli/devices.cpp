@@ -35,6 +35,8 @@ nlohmann::json caps_json(const DeviceCaps& c) {
           {"storage_8bit", c.storage_8bit},
           {"pair_dispatch", c.pair_dispatch},
           {"max_shared_memory", c.max_shared_memory},
+          {"max_stage_storage_buffers", c.max_stage_storage_buffers},
+          {"max_stage_sampled", c.max_stage_sampled},
           {"max_storage_buffer_range", c.max_storage_buffer_range},
           {"max_uniform_buffer_range", c.max_uniform_buffer_range},
           {"max_texel_buffer_elements", c.max_texel_buffer_elements},

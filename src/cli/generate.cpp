@@ -45,6 +45,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
   {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
     j["kernel_ms_per_step"] = st.kernel_ms;
+    j["kernel_dispatches_per_step"] = st.kernel_dispatches;
   }
   return j;
 }

@@ -106,6 +106,42 @@ void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& 
                push, 1, 1, 1, "draft_expand");
 }
 
+void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, uint32_t base, const Buffer& frontier,
+                       uint32_t frontier_offset, uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset,
+                       uint32_t topk_stride, uint32_t k, const Buffer& head_id, const Buffer& next_frontier,
+                       uint32_t next_offset, uint32_t next_F, const Buffer& arrivals, const DraftGather* gather,
+                       KernelConfig cfg) {
+  assert(F >= 1 && F * k <= kTreeMaxNodes && base + F * k <= pool.cap && next_F <= F * k && base >= 1);
+  assert(k >= 1 && k <= kTopkMax && k <= V && k <= topk_stride);
+  assert(!gather || (gather->level >= 1 && next_F == k));
+  struct Push {
+    ExpandPush expand;
+    uint32_t V, x_offset, x_stride, gather;
+    uint32_t K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
+  } push{{base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F},
+         V, logits.offset, logits.stride, gather ? 1u : 0u,
+         k, 0, base, next_offset, 0, 0, 0, 0, 0, 0};
+  static_assert(sizeof(Push) == 22 * 4);
+  // Without a gather its four bindings are never touched: any buffer of the dispatch stands in.
+  Binding g[4] = {in(ids), in(ids), in(ids), in(ids)};
+  if (gather) {
+    const DraftGather& d = *gather;
+    push.level = d.level, push.root_row = d.root_row, push.C = d.C, push.h_stride = d.h.stride;
+    push.feat_offset = d.feat.offset, push.feat_stride = d.feat.stride, push.words = d.words;
+    // h's offset is its buffer's start: gather.glsl indexes rows of h from 0.
+    assert(d.h.offset == 0);
+    g[0] = d.h.in(), g[1] = out(*d.tokens), g[2] = d.feat.out(), g[3] = out(*d.mask);
+  }
+  // The workgroup of a topk row (the rest runs in whichever one finishes last).
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_topk_expand", 16, sizeof(push), cfg,
+                                      row_reduction_workgroup(seq.context(), V, k + 2));
+  seq.dispatch(p,
+               {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
+                in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
+                g[3]},
+               push, F, 1, 1, "topk_expand");
+}
+
 void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_t B, DeviceTree& out_tree,
                   KernelConfig cfg) {
   assert(count >= 1 && count <= pool.cap && count <= kTreeMaxNodes);
@@ -200,6 +236,22 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
                push, 1, 1, 1, "accept_greedy");
 }
 
+void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
+                          const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
+                          KernelConfig cfg) {
+  assert(tree.cap <= 0xffff && n >= 1 && n <= tree.cap);
+  struct Push {
+    uint32_t W, N, V, x_offset, x_stride;
+  } push{tree.max_depth + 1, n, V, logits.offset, logits.stride};
+  // The workgroup of an argmax row (the acceptance runs in whichever one finishes last).
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_argmax_accept", 8, sizeof(push), cfg,
+                                      row_reduction_workgroup(seq.context(), V, 1));
+  seq.dispatch(p,
+               {logits.in(), in(tree.token), in(tree.head), in(tree.retrieve), out(tree.info), out(verifier_argmax),
+                out(accepted), out(arrivals)},
+               push, n, 1, 1, "argmax_accept");
+}
+
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
                  uint32_t row_words, uint32_t streams, uint32_t stream_words, KernelConfig cfg) {
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
@@ -219,12 +271,6 @@ void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
                tree.max_depth + 1, 1, "gather_rows");
 }
 
-void append_tokens(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, const Buffer& out_tokens,
-                   const Buffer& out_count, KernelConfig cfg) {
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_append", 5, 0, cfg);
-  seq.dispatch(p, {in(tree.info), in(accepted), in(tree.token), out(out_tokens), out(out_count)}, nullptr, 0, 1, 1, 1,
-               "append_tokens");
-}
 
 
 void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& seq_tokens, Dyn pos) {
@@ -235,14 +281,18 @@ void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& s
   seq.dispatch(p, {in(info), out(seq_tokens), pos.binding(info)}, push, 1, 1, 1, "put_token");
 }
 
-void step_advance(Sequence& seq, const Buffer& state, const Buffer* info, const Buffer& seq_tokens,
-                  const Buffer& out_list, bool count_step, uint32_t win_slot) {
+void step_advance(Sequence& seq, const Buffer& state, const DeviceTree* tree, const Buffer* accepted,
+                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot) {
+  assert((tree == nullptr) == (accepted == nullptr));
   struct Push {
     uint32_t tree_mode, count_step, win_slot;
-  } push{info ? 1u : 0u, count_step ? 1u : 0u, info ? win_slot : kDynFixed};
-  const Pipeline& p = simple_pipeline(seq.context(), "step_advance", 4, sizeof(Push), {});
-  seq.dispatch(p, {out(state), in(info ? *info : state), in(seq_tokens), out(out_list)}, push, 1, 1, 1,
-               "step_advance");
+  } push{tree ? 1u : 0u, count_step ? 1u : 0u, tree ? win_slot : kDynFixed};
+  const Pipeline& p = simple_pipeline(seq.context(), "step_advance", 6, sizeof(Push), {});
+  // Without a tree, `state` stands in for the bindings ar mode never reads.
+  seq.dispatch(p,
+               {out(state), in(tree ? tree->info : state), out(seq_tokens), out(out_list), in(accepted ? *accepted : state),
+                in(tree ? tree->token : state)},
+               push, 1, 1, 1, "step_advance");
 }
 
 }  // namespace vkspec

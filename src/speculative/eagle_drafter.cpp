@@ -10,10 +10,6 @@
 namespace vkspec::speculative {
 namespace {
 
-struct GatherPush {
-  uint32_t K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
-};
-
 class EagleDrafter final : public Drafter {
  public:
   EagleDrafter(Context& ctx, EagleHead& head, const Verifier& v, const DraftShape& s)
@@ -33,7 +29,8 @@ class EagleDrafter final : public Drafter {
     zero_.upload(std::vector<uint32_t>(4, 0));
     head_id_ = Buffer(ctx, 16);  // what draft_expand records in each node's `head`
     head_id_.upload(std::vector<uint32_t>{s.head_id, 0, 0, 0});
-    gather_ = &ops::simple_pipeline(ctx, "draft_gather", 6, sizeof(GatherPush), {});
+    arrivals_ = Buffer(ctx, 16);  // draft_topk_expand's counter: zero between dispatches
+    arrivals_.upload(std::vector<uint32_t>(4, 0));
   }
 
   uint32_t max_rows() const override { return head_.max_rows(); }
@@ -70,20 +67,22 @@ class EagleDrafter final : public Drafter {
     head_.forward(seq, a);
   }
 
+  // Each draft_topk_expand ranks a level's rows, expands the frontier and (but the last) gathers
+  // the next level's inputs: tokens, the parents' h and mask rows. The parents' h goes straight
+  // into the head's feature input where it has one (EAGLE-1/2).
   void draft(Sequence& seq, const StepBuffers& b) {
     const uint32_t K = s_.K, D = s_.D, root = head_.root_slot();
+    const Mat feat = head_.feature_input().buf ? head_.feature_input() : Mat{&feat_, 0, pad4(C_)};
+    const auto gather = [&](uint32_t l) {
+      return DraftGather{.level = l, .root_row = root, .h = head_.hidden(), .C = C_, .tokens = &tok_, .feat = feat,
+                         .mask = &mask_, .words = words_};
+    };
     pool_init(seq, pool_, b.seq_tokens, b.t());
-    topk(seq, head_.logits().row(root), 1, V_, K, ids_, logp_, 0, kTopkMax);
-    draft_expand(seq, pool_, 1, zero_, 0, 1, ids_, logp_, 0, kTopkMax, K, head_id_, frontier_, 0, K);
+    const DraftGather g1 = gather(1);
+    draft_topk_expand(seq, head_.logits().row(root), V_, pool_, 1, zero_, 0, 1, ids_, logp_, 0, kTopkMax, K, head_id_,
+                      frontier_, 0, K, arrivals_, D > 1 ? &g1 : nullptr);
     uint32_t base = 1;  // pool index of the first candidate of the current level
     for (uint32_t l = 1; l < D; ++l) {
-      // The level-l frontier through the head: tokens, parents' h and mask rows first.
-      // The parents' h straight into the head's feature input where it has one (EAGLE-1/2).
-      const Mat feat = head_.feature_input().buf ? head_.feature_input() : Mat{&feat_, 0, pad4(C_)};
-      GatherPush gp{K, l, base, (l - 1) * K, root, C_, head_.hidden().stride, feat.offset, feat.stride, words_};
-      seq.dispatch(*gather_,
-                   {in(pool_.token), in(frontier_), in(*head_.hidden().buf), out(tok_), feat.out(), out(mask_)}, gp,
-                   K, 1, 1, "draft_gather");
       EagleHead::ForwardArgs a;
       a.N = K, a.t = b.t(), a.kv_slot = b.t() + (l - 1) * K;
       a.tokens = &tok_, a.tok_offset = 0;
@@ -91,10 +90,10 @@ class EagleDrafter final : public Drafter {
       a.pos_first = b.t() + (l - 1), a.pos_step = 0;  // every depth-l node sits at head position t + l - 1
       a.mask = &mask_, a.mask_offset = (l - 1) * K * words_, a.mask_words = words_;
       head_.forward(seq, a);
-      topk(seq, head_.logits(), K, V_, K, ids_, logp_, 0, kTopkMax);
       const uint32_t next_base = l == 1 ? 1 + K : base + K * K;
-      draft_expand(seq, pool_, next_base, frontier_, (l - 1) * K, K, ids_, logp_, 0, kTopkMax, K, head_id_, frontier_,
-                   l * K, K);
+      const DraftGather g = gather(l + 1);
+      draft_topk_expand(seq, head_.logits(), V_, pool_, next_base, frontier_, (l - 1) * K, K, ids_, logp_, 0, kTopkMax, K,
+                        head_id_, frontier_, l * K, K, arrivals_, l + 1 < D ? &g : nullptr);
       base = next_base;
     }
     draft_select(seq, pool_, pool_count_, s_.B, tree_);
@@ -105,8 +104,7 @@ class EagleDrafter final : public Drafter {
   DraftShape s_;
   uint32_t C_, V_, words_ = 0, pool_count_ = 0;
   DeviceTree pool_, tree_;
-  Buffer frontier_, ids_, logp_, tok_, feat_, mask_, zero_, head_id_;
-  const Pipeline* gather_ = nullptr;
+  Buffer frontier_, ids_, logp_, tok_, feat_, mask_, zero_, head_id_, arrivals_;
 };
 
 }  // namespace

@@ -182,7 +182,7 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
   if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), (P - 1) % R, b.features(), 1, uint32_t(model_.config().C));
   if (!p.drafter_store.empty() && b.taps_stride)
     copy_rows(seq, model_.taps(), (P - 1) % R, b.tap_features(), 1, model_.tap_width());
-  step_advance(seq, b.state, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false);
+  step_advance(seq, b.state, nullptr, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false);
 }
 
 void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const {
@@ -319,7 +319,9 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
     if (opts_.time_kernels) {
       const StepPlan::Timing tm = p.plan->timing();
       timing.draft_ms += tm.draft_ms, timing.verify_ms += tm.verify_ms, timing.commit_ms += tm.commit_ms;
-      for (const auto& k : tm.kernels) st.kernel_ms[k.label] += k.us * 1e-3;
+      std::map<std::string, uint32_t> count;
+      for (const auto& k : tm.kernels) st.kernel_ms[k.label] += k.us * 1e-3, ++count[k.label];
+      st.kernel_dispatches = std::move(count);  // the same plan every step: the last one's count
     }
   }
   const uint32_t* out = static_cast<const uint32_t*>(p.buffers.out_list.mapped());

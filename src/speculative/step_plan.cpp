@@ -29,6 +29,8 @@ StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> draft
   }
   vargmax_ = Buffer(ctx, uint64_t(n_verify_nodes_) * 4);
   accepted_ = Buffer(ctx, (kTreeMaxPath + 1) * 4);
+  arrivals_ = Buffer(ctx, 16);  // argmax_accept_greedy's counter: zero between dispatches
+  arrivals_.upload(std::vector<uint32_t>(4, 0));
   if (shape.sampling) probs_ = Buffer(ctx, uint64_t(n_verify_nodes_) * V * 4);
   seq_.begin();
   seq_.gate(b_.state);
@@ -58,7 +60,7 @@ void StepPlan::record_ar() {
   }
   end_draft_ = 0;
   end_verify_ = seq_.dispatch_count();
-  step_advance(seq_, b_.state, nullptr, b_.seq_tokens, b_.out_list, /*count_step=*/true);
+  step_advance(seq_, b_.state, nullptr, nullptr, b_.seq_tokens, b_.out_list, /*count_step=*/true);
 }
 
 void StepPlan::record_tree() {
@@ -75,10 +77,13 @@ void StepPlan::record_tree() {
   fa.mask = &vtree_.mask, fa.mask_words = vtree_.mask_words;
   verifier_.forward(seq_, fa);
   const Mat probs{&probs_, 0, V};
-  if (shape_.sampling)  // p = G(logits) per node (include/vkspec/sample.hpp)
+  if (shape_.sampling) {  // p = G(logits) per node (include/vkspec/sample.hpp)
     sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
-  else
-    argmax(seq_, verifier_.logits(), vargmax_, 0, N, V);
+  } else {
+    // The verifier's argmax per node and accept(), greedy, in one dispatch: the longest match over
+    // all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
+    argmax_accept_greedy(seq_, verifier_.logits(), N, V, vtree_, vargmax_, accepted_, arrivals_);
+  }
   end_verify_ = seq_.dispatch_count();
   if (shape_.sampling) {
     // accept(), sampling (DESIGN §3, seed 000/001 §6.2): tree rejection sampling from the root;
@@ -86,20 +91,15 @@ void StepPlan::record_tree() {
     AcceptSampleArgs aa;
     aa.n = N, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
     accept_sample(seq_, vtree_, aa);
-  } else {
-    // accept(): longest match over all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
-    accept_greedy(seq_, vtree_, vargmax_, accepted_);
   }
-  // commit(): accepted KV rows into place, their features for the drafters' next ingest, tokens
-  // appended (append_tokens moves state[kStateT] to t + a + 1), the next root after them.
+  // commit(): accepted KV rows into place, their features for the drafters' next ingest; then
+  // step_advance appends the tokens and the next root after them and moves t to t + a + 1.
   verifier_.commit(seq_, vtree_, accepted_, b_.t());
   gather_rows(seq_, vtree_, accepted_, verifier_.hidden(), b_.features(), verifier_.width());
   if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
     gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
-  static_assert(kStateT == 0, "append_tokens counts in word 0 of its count buffer");
-  append_tokens(seq_, vtree_, accepted_, b_.seq_tokens, b_.state);
-  put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t());
-  step_advance(seq_, b_.state, &vtree_.info, b_.seq_tokens, b_.out_list, /*count_step=*/true, combiner_->win_slot());
+  step_advance(seq_, b_.state, &vtree_, &accepted_, b_.seq_tokens, b_.out_list, /*count_step=*/true,
+               combiner_->win_slot());
 }
 
 StepPlan::Timing StepPlan::timing() const {

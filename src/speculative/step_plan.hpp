@@ -55,7 +55,7 @@ class StepPlan {
   StepBuffers& b_;
   uint32_t n_verify_nodes_ = 1, end_draft_ = 0, end_verify_ = 0;
   DeviceTree vtree_;
-  Buffer vargmax_, accepted_, probs_;
+  Buffer vargmax_, accepted_, arrivals_, probs_;
   Sequence seq_;
 };
 

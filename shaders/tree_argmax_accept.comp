@@ -1,0 +1,38 @@
+#version 450
+// The verifier's arg-max of every tree node (argmax_row.glsl), one workgroup per node, and
+// accept_greedy (accept.glsl) over them, run by whichever workgroup finishes its node last (the
+// pattern of tree_topk_expand.comp: each node's arg-max is made visible, then counted in
+// `arrivals`; the workgroup that counts N accepts and sets the counter back to 0). The same bits
+// as argmax then accept_greedy.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+#include "reduce.glsl"
+#include "vkspec/tree_limits.h"
+layout(set = 0, binding = 0, std430) readonly buffer X { float xin[]; };
+layout(set = 0, binding = 1, std430) readonly buffer Tok { uint token[]; };
+layout(set = 0, binding = 2, std430) readonly buffer Head { uint head[]; };
+layout(set = 0, binding = 3, std430) readonly buffer Ret { int retrieve[]; };  // (L, W)
+layout(set = 0, binding = 4, std430) buffer Info { uint info[]; };
+layout(set = 0, binding = 5, std430) coherent buffer Arg { uint argmax[]; };   // (N)
+layout(set = 0, binding = 6, std430) writeonly buffer Acc { uint accepted[]; };
+layout(set = 0, binding = 7, std430) coherent buffer Arrivals { uint arrivals; };
+layout(push_constant) uniform Push { uint W, N, V, x_offset, x_stride; } pc;
+#include "argmax_row.glsl"
+#include "accept.glsl"
+
+shared bool last;
+
+void main() {
+  const uint row = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
+  const uint r = argmax_row(pc.x_offset + row * pc.x_stride, pc.V);
+  if (lid == 0) {
+    argmax[row] = r;
+    memoryBarrierBuffer();  // the node's arg-max visible before it is counted
+    last = atomicAdd(arrivals, 1u) == pc.N - 1u;
+  }
+  barrier();
+  if (!last) return;
+  memoryBarrierBuffer();
+  accept_greedy_tree();
+  if (lid == 0) arrivals = 0u;
+}
