@@ -3,10 +3,9 @@
 // for all 1 <= j <= e. The answer is the longest over ALL rows, ties to the lower row: siblings
 // may carry the same token (a merged tree has duplicates under the root), so following the first
 // matching child could stop short. One workgroup.
-// Needs the names token, head, retrieve, info, argmax, accepted and pc.W (max_depth + 1).
+// Needs reduce.glsl and the names token, head, retrieve, info, argmax, accepted and pc.W (max_depth + 1).
 #ifndef VKSPEC_ACCEPT_GLSL
 #define VKSPEC_ACCEPT_GLSL
-shared uint accept_key[WG];
 void accept_greedy_tree() {
   const uint lid = gl_LocalInvocationID.x, L = info[kInfoLeaves];
   // Key = length in the high half, (0xffff - row) in the low half: max key = longest, lower row.
@@ -20,15 +19,8 @@ void accept_greedy_tree() {
     }
     key = max(key, (e << 16) | (0xffffu - r));
   }
-  accept_key[lid] = key;
-  barrier();
-  for (uint n = WG; n > 1;) {
-    const uint h = (n + 1) / 2;
-    if (lid < n - h) accept_key[lid] = max(accept_key[lid], accept_key[lid + h]);
-    n = h;
-    barrier();
-  }
-  const uint a = accept_key[0] >> 16, row = 0xffffu - (accept_key[0] & 0xffffu);
+  const uint best = wg_max_u(key);
+  const uint a = best >> 16, row = 0xffffu - (best & 0xffffu);
   for (uint e = lid; e <= a; e += WG) accepted[e] = uint(retrieve[row * pc.W + e]);
   if (lid == 0) {
     const uint last = uint(retrieve[row * pc.W + a]);

@@ -12,7 +12,7 @@
 #define VKSPEC_GATHER_GLSL
 
 struct GatherArgs {
-  uint K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
+  uint K, level, base, frontier_offset, root_row, C, h_offset, h_stride, feat_offset, feat_stride, words;
 };
 
 // Node f of the level, by the invocations of one workgroup.
@@ -20,7 +20,7 @@ void gather_node(uint f, GatherArgs a) {
   const uint lid = gl_LocalInvocationID.x;
   const uint node = gfrontier[a.frontier_offset + f];
   const uint prow = a.level == 1 ? a.root_row : (node - a.base) / a.K;
-  for (uint c = lid; c < a.C; c += WG) feat[a.feat_offset + f * a.feat_stride + c] = h_prev[prow * a.h_stride + c];
+  for (uint c = lid; c < a.C; c += WG) feat[a.feat_offset + f * a.feat_stride + c] = h_prev[a.h_offset + prow * a.h_stride + c];
   const uint row = (a.level - 1) * a.K + f;
   for (uint w = lid; w < a.words; w += WG) {
     uint bits = a.level == 1 ? 0u : mask[((a.level - 2) * a.K + prow) * a.words + w];

@@ -32,6 +32,20 @@ float wg_max(float v) {
   return red_f[0];
 }
 
+uint wg_max_u(uint v) {
+  const uint lid = gl_LocalInvocationID.x;
+  barrier();
+  red_u[lid] = v;
+  barrier();
+  for (uint n = WG; n > 1;) {
+    const uint h = (n + 1) / 2;
+    if (lid < n - h) red_u[lid] = max(red_u[lid], red_u[lid + h]);
+    n = h;
+    barrier();
+  }
+  return red_u[0];
+}
+
 // Arg-max in the ranking order of order.glsl (NaN last, ties to the lower index): returns the
 // winning index, its value in `best`. An invocation with nothing to offer passes idx 0xffffffff;
 // it loses to every real candidate, NaN included, so the result is a real index whenever one

@@ -2,6 +2,7 @@
 // accept_greedy: the longest accepted path of the tree (accept.glsl).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+#include "reduce.glsl"
 #include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) readonly buffer Tok { uint token[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Head { uint head[]; };

@@ -471,7 +471,7 @@ namespace {
 // planted), recorded either as topk + draft_expand or as draft_topk_expand, which also gathers
 // each next level's inputs from h (C wide, the root at row k) into tok, feat and mask.
 struct DraftRun {
-  static constexpr uint32_t C = 5, kFeatStride = 8, kFeatOffset = 3;
+  static constexpr uint32_t C = 5, kFeatStride = 8, kFeatOffset = 3, kHOffset = 2;
   uint32_t V, k, D, count, words;
   DeviceTree pool;
   Buffer root_tok, front, ids, logp, hid, arrivals, h, tok, feat, mask;
@@ -481,10 +481,10 @@ struct DraftRun {
       : V(V_), k(k_), D(D_), count(1 + k_ + (D_ - 1) * k_ * k_), words(((D_ - 1) * k_ + 31) / 32 + 1),
         pool(ctx, count + 3, D_), root_tok(ctx, 16), front(ctx, (D_ + 1) * k_ * 4 + 4),
         ids(ctx, k_ * kTopkMax * 4 + 16), logp(ctx, k_ * kTopkMax * 4 + 16), hid(ctx, 16), arrivals(ctx, 16),
-        h(ctx, (k_ + 1) * C * 4), tok(ctx, k_ * 4), feat(ctx, (kFeatOffset + k_ * kFeatStride) * 4),
+        h(ctx, (kHOffset + (k_ + 1) * C) * 4), tok(ctx, k_ * 4), feat(ctx, (kFeatOffset + k_ * kFeatStride) * 4),
         mask(ctx, (D_ - 1) * k_ * words * 4 + 4) {
     std::mt19937 rng(seed);
-    hv.resize((k + 1) * C);
+    hv.resize(kHOffset + (k + 1) * C);
     for (auto& v : hv) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
     h.upload(hv);
     tok.upload(std::vector<uint32_t>(k, 0xdead));
@@ -514,7 +514,7 @@ struct DraftRun {
       const uint32_t F = l == 0 ? 1 : k, fo = l == 0 ? 0 : (l - 1) * k + 1;  // front[0]: the root
       const Mat x{&logits[l], 0, V};
       if (fused) {
-        const DraftGather g{.level = l + 1, .root_row = k, .h = {&h, 0, C}, .C = C, .tokens = &tok,
+        const DraftGather g{.level = l + 1, .root_row = k, .h = {&h, kHOffset, C}, .C = C, .tokens = &tok,
                             .feat = {&feat, kFeatOffset, kFeatStride}, .mask = &mask, .words = words};
         draft_topk_expand(seq, x, V, pool, base, front, fo, F, ids, logp, 2, kTopkMax, k, hid, front, l * k + 1, k,
                           arrivals, l + 1 < D ? &g : nullptr, cfg);
@@ -547,7 +547,7 @@ struct DraftRun {
                                       (w == row / 32 ? 1u << (row % 32) : 0u);
         if (L == D - 1) {
           CHECK(got_tok[f] == pt[node]);
-          for (uint32_t c = 0; c < C; ++c) CHECK(same_float(got_feat[kFeatOffset + f * kFeatStride + c], hv[prow * C + c]));
+          for (uint32_t c = 0; c < C; ++c) CHECK(same_float(got_feat[kFeatOffset + f * kFeatStride + c], hv[kHOffset + prow * C + c]));
           CHECK(got_feat[kFeatOffset + f * kFeatStride + C] == -7.0f);  // nothing past C
         }
       }

@@ -117,19 +117,18 @@ void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, 
   struct Push {
     ExpandPush expand;
     uint32_t V, x_offset, x_stride, gather;
-    uint32_t K, level, base, frontier_offset, root_row, C, h_stride, feat_offset, feat_stride, words;
+    uint32_t K, level, base, frontier_offset, root_row, C, h_offset, h_stride, feat_offset, feat_stride, words;
   } push{{base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F},
          V, logits.offset, logits.stride, gather ? 1u : 0u,
-         k, 0, base, next_offset, 0, 0, 0, 0, 0, 0};
-  static_assert(sizeof(Push) == 22 * 4);
+         k, 0, base, next_offset, 0, 0, 0, 0, 0, 0, 0};
+  static_assert(sizeof(Push) == 23 * 4);
   // Without a gather its four bindings are never touched: any buffer of the dispatch stands in.
   Binding g[4] = {in(ids), in(ids), in(ids), in(ids)};
   if (gather) {
     const DraftGather& d = *gather;
-    push.level = d.level, push.root_row = d.root_row, push.C = d.C, push.h_stride = d.h.stride;
-    push.feat_offset = d.feat.offset, push.feat_stride = d.feat.stride, push.words = d.words;
-    // h's offset is its buffer's start: gather.glsl indexes rows of h from 0.
-    assert(d.h.offset == 0);
+    push.level = d.level, push.root_row = d.root_row, push.C = d.C, push.h_offset = d.h.offset;
+    push.h_stride = d.h.stride, push.feat_offset = d.feat.offset, push.feat_stride = d.feat.stride;
+    push.words = d.words;
     g[0] = d.h.in(), g[1] = out(*d.tokens), g[2] = d.feat.out(), g[3] = out(*d.mask);
   }
   // The workgroup of a topk row (the rest runs in whichever one finishes last).
@@ -270,8 +269,6 @@ void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   seq.dispatch(p, {in(tree.info), in(accepted), src.in(), dst.out()}, push, groups(cols, wg_of(p)),
                tree.max_depth + 1, 1, "gather_rows");
 }
-
-
 
 void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& seq_tokens, Dyn pos) {
   struct Push {
