@@ -15,13 +15,14 @@ namespace vkspec {
 struct AutoTrial {
   Strategy strategy = Strategy::AR;
   uint32_t budget = 0;
+  uint32_t topk = 0;  // the draft's top-k (0 for ar)
   double tau = 0;
   double tokens_per_s = 0;  // the best of the rounds
   std::string skipped;      // why the configuration could not run (empty when it ran)
 };
 
 struct AutoChoice {
-  EngineOptions options;  // the base options with the chosen strategy and budget
+  EngineOptions options;  // the base options with the chosen strategy, budget and top-k
   double tokens_per_s = 0;
   double ar_tokens_per_s = 0;
   std::vector<AutoTrial> trials;
@@ -32,14 +33,15 @@ struct AutoChoice {
 // configuration that is slower than plain decoding as often as not when the two are close.
 inline constexpr double kAutoMinGain = 1.15;
 
-// Runs every (strategy, budget) candidate, and always `ar`, for n_trial tokens of `prompt`, in
+// Runs every (strategy, budget, top-k) candidate, and always `ar`, for n_trial tokens of `prompt`, in
 // `rounds` interleaved rounds (so a slow spell of a shared machine hits every candidate alike),
 // keeps each candidate's best tokens/s and returns pick_trial's choice. Configurations the engine
 // refuses (a budget past the tree kernels' limits, a missing head) are reported in `trials` and
-// skipped.
+// skipped. An empty `topks` tries base.topk only; the heads must have been built for the largest.
 AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
                            const EngineOptions& base, const std::vector<Strategy>& strategies,
-                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& prompt,
+                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& topks,
+                           const std::vector<uint32_t>& prompt,
                            uint32_t n_trial = 32, uint32_t rounds = 3,
                            const std::function<void(const AutoTrial&)>& on_trial = {});
 

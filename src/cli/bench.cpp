@@ -69,7 +69,7 @@ static int run_bench(const std::vector<std::string>& argv) {
   // them alike; each configuration's speedup is taken against ar's time in the same round.
   struct Config {
     Strategy strat = Strategy::AR;
-    uint32_t B = 0;
+    uint32_t B = 0, K = 0;
     std::unique_ptr<Engine> engine;
     std::string error;
     uint64_t toks = 0, steps = 0, prompt_tokens = 0;
@@ -80,24 +80,29 @@ static int run_bench(const std::vector<std::string>& argv) {
     std::vector<double> round_tps;
   };
   std::vector<Config> configs;
-  for (uint32_t B : budgets)
-    for (Strategy strat : strategies) {
-      if (strat == Strategy::AR && B != budgets.front()) continue;  // ar has no budget
-      Config c;
-      c.strat = strat, c.B = B;
-      s.engine.strategy = strat;
-      s.engine.budget = B;
-      try {
-        c.engine = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
-        for (auto& p : prompts) c.engine->check_fits(p, n);
-      } catch (const Error& e) {
-        // One configuration that cannot run (a tree too big for the context, say) is reported,
-        // not allowed to discard every measurement before it.
-        c.engine.reset();
-        c.error = e.what();
+  const EngineOptions base = s.engine;
+  for (uint32_t K : s.topks)
+    for (uint32_t B : budgets)
+      for (Strategy strat : strategies) {
+        if (strat == Strategy::AR && (B != budgets.front() || K != s.topks.front())) continue;  // ar has no tree
+        Config c;
+        c.strat = strat, c.B = B, c.K = K;
+        s.engine = base;
+        s.engine.strategy = strat;
+        s.engine.budget = B;
+        s.engine.topk = K;
+        try {
+          c.engine = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
+          for (auto& p : prompts) c.engine->check_fits(p, n);
+        } catch (const Error& e) {
+          // One configuration that cannot run (a tree too big for the context, say) is reported,
+          // not allowed to discard every measurement before it.
+          c.engine.reset();
+          c.error = e.what();
+        }
+        configs.push_back(std::move(c));
       }
-      configs.push_back(std::move(c));
-    }
+  s.engine = base;
   const Config* ar = nullptr;
   for (const Config& c : configs)
     if (c.strat == Strategy::AR && c.engine) ar = &c;
@@ -105,7 +110,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   for (uint32_t round = 0; round < rounds; ++round)
     for (Config& c : configs) {
       if (!c.engine) continue;
-      if (tty) std::fprintf(stderr, "\rround %u/%u: %-11s budget %-4u", round + 1, rounds, strategy_name(c.strat), c.B);
+      if (tty)
+        std::fprintf(stderr, "\rround %u/%u: %-11s budget %-4u top-k %-2u", round + 1, rounds, strategy_name(c.strat), c.B, c.K);
       uint64_t toks = 0;
       double secs = 0;
       for (auto& p : prompts) {
@@ -132,12 +138,12 @@ static int run_bench(const std::vector<std::string>& argv) {
   if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
   nlohmann::json results = nlohmann::json::array();
-  std::fprintf(stderr, "%-11s %6s %6s %7s %10s %8s %8s %11s\n", "strategy", "budget", "nodes", "tau", "tokens/s", "speedup",
-               "spread", "waits/step");
+  std::fprintf(stderr, "%-11s %6s %5s %6s %7s %10s %8s %8s %11s\n", "strategy", "budget", "top-k", "nodes", "tau", "tokens/s",
+               "speedup", "spread", "waits/step");
   for (const Config& c : configs) {
     if (!c.engine) {
-      std::fprintf(stderr, "%-11s %6u  skipped: %s\n", strategy_name(c.strat), c.B, c.error.c_str());
-      results.push_back({{"strategy", strategy_name(c.strat)}, {"budget", c.B}, {"error", c.error}});
+      std::fprintf(stderr, "%-11s %6u %5u  skipped: %s\n", strategy_name(c.strat), c.B, c.K, c.error.c_str());
+      results.push_back({{"strategy", strategy_name(c.strat)}, {"budget", c.B}, {"topk", c.K}, {"error", c.error}});
       continue;
     }
     const bool is_ar = c.strat == Strategy::AR;
@@ -152,6 +158,7 @@ static int run_bench(const std::vector<std::string>& argv) {
     const uint64_t steps = c.steps;
     nlohmann::json r = {{"strategy", strategy_name(c.strat)},
                         {"budget", is_ar ? 0 : c.B},
+                        {"topk", is_ar ? 0 : c.K},
                         {"nodes_per_step", is_ar ? 1 : c.nodes},
                         {"tau", tau},
                         {"tokens_per_s", tps},
@@ -178,8 +185,8 @@ static int run_bench(const std::vector<std::string>& argv) {
     if (timing && steps)
       r["gpu_ms_per_step"] = {{"draft", c.draft / steps}, {"verify", c.verify / steps}, {"commit", c.commit / steps}};
     results.push_back(r);
-    std::fprintf(stderr, "%-11s %6u %6u %7.3f %10.2f %8s %7.0f%% %11.2f\n", strategy_name(c.strat), is_ar ? 0 : c.B,
-                 is_ar ? 1 : c.nodes, tau, tps, ratios.empty() ? "-" : (std::to_string(speedup).substr(0, 5) + "x").c_str(),
+    std::fprintf(stderr, "%-11s %6u %5u %6u %7.3f %10.2f %8s %7.0f%% %11.2f\n", strategy_name(c.strat), is_ar ? 0 : c.B,
+                 is_ar ? 0 : c.K, is_ar ? 1 : c.nodes, tau, tps, ratios.empty() ? "-" : (std::to_string(speedup).substr(0, 5) + "x").c_str(),
                  100.0 * spread, steps ? c.waits / steps : 0.0);
   }
   nlohmann::json out = {{"device", s.ctx->caps().name}, {"model", s.file->path()}, {"results", results}};
@@ -189,7 +196,7 @@ static int run_bench(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench",
                            "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] -n N "
-                           "[--budget 4,8,...] [--rounds R] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
+                           "[--budget 4,8,...] [--topk 2,4,...|auto] [--rounds R] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
                            "or the fixed suite: --suite quick|standard [-m M] [--json [F]] [--md [F]]; --from-json F --md [G]",
                            run_bench};
 

@@ -1,5 +1,6 @@
 // `vkspec generate`: stream a continuation with any strategy; stats to stderr, or one JSON object
 // on stdout with --json.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,7 +88,13 @@ static int run_generate(const std::vector<std::string>& argv) {
     throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
   }
   nlohmann::json auto_json;
-  if (auto_strategy || (auto_budget && s.engine.strategy != Strategy::AR)) {
+  // A top-k list or `auto` is tried like a budget; so is kAutoTopks under auto when no --topk was given.
+  if ((auto_strategy || auto_budget) && !s.topk_given) {
+    s.topks = kAutoTopks;
+    s.topks.erase(std::remove_if(s.topks.begin(), s.topks.end(), [&](uint32_t k) { return k > s.engine.topk; }), s.topks.end());
+  }
+  const bool auto_topk = s.topks.size() > 1;
+  if (auto_strategy || ((auto_budget || auto_topk) && s.engine.strategy != Strategy::AR)) {
     std::vector<Strategy> strategies{s.engine.strategy};
     if (auto_strategy) {
       strategies.clear();
@@ -97,21 +104,23 @@ static int run_generate(const std::vector<std::string>& argv) {
     }
     const std::vector<uint32_t> budgets = auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget};
     const AutoChoice c = choose_by_trial(
-        *s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine, strategies, budgets, ids, std::min<uint32_t>(n, 32), 3,
-        [&](const AutoTrial& t) {
+        *s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine, strategies, budgets, s.topks, ids,
+        std::min<uint32_t>(n, 32), 3, [&](const AutoTrial& t) {
           if (!t.skipped.empty())
-            std::fprintf(stderr, "auto: %-10s budget %3u: skipped (%s)\n", strategy_name(t.strategy), t.budget,
-                         t.skipped.c_str());
+            std::fprintf(stderr, "auto: %-10s budget %3u top-k %2u: skipped (%s)\n", strategy_name(t.strategy), t.budget,
+                         t.topk, t.skipped.c_str());
           else
-            std::fprintf(stderr, "auto: %-10s budget %3u: tau %.2f, %.1f tokens/s\n", strategy_name(t.strategy), t.budget,
-                         t.tau, t.tokens_per_s);
+            std::fprintf(stderr, "auto: %-10s budget %3u top-k %2u: tau %.2f, %.1f tokens/s\n", strategy_name(t.strategy),
+                         t.budget, t.topk, t.tau, t.tokens_per_s);
         });
     s.engine = c.options;
+    const std::string shape = s.engine.strategy == Strategy::AR ? std::string()
+                                                                 : " budget " + std::to_string(s.engine.budget) + " top-k " +
+                                                                       std::to_string(s.engine.topk);
     std::fprintf(stderr, "auto chose %s%s on %s (%.1f tokens/s in the trial; ar %.1f)\n", strategy_name(s.engine.strategy),
-                 s.engine.strategy == Strategy::AR ? "" : (" budget " + std::to_string(s.engine.budget)).c_str(),
-                 s.ctx->caps().name.c_str(), c.tokens_per_s, c.ar_tokens_per_s);
+                 shape.c_str(), s.ctx->caps().name.c_str(), c.tokens_per_s, c.ar_tokens_per_s);
     for (const AutoTrial& t : c.trials)
-      auto_json.push_back({{"strategy", strategy_name(t.strategy)}, {"budget", t.budget}, {"tau", t.tau},
+      auto_json.push_back({{"strategy", strategy_name(t.strategy)}, {"budget", t.budget}, {"topk", t.topk}, {"tau", t.tau},
                            {"tokens_per_s", t.tokens_per_s}, {"skipped", t.skipped}});
   }
   Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
@@ -149,7 +158,8 @@ static int run_generate(const std::vector<std::string>& argv) {
 }
 
 static RegisterCommand reg{"generate",
-                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--heads H1,H2] [--json]"
+                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--topk K|auto] [--depth D] [--heads H1,H2]"
+                           " [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
                            " [--steps-per-submit S] [--pair-heads on|off] [--stop IDS] [--ctx N] [--kv-type f16|f32]",
                            run_generate};

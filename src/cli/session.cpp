@@ -100,7 +100,18 @@ void Session::load_verifier(uint32_t max_rows) {
 void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   const std::string heads = args.get("heads", "");
   engine.depth = uint32_t(args.get_uint("depth", 4));
-  engine.topk = uint32_t(args.get_uint("topk", 4));
+  const std::string topk_opt = args.get("topk", "");
+  topk_given = !topk_opt.empty();
+  topks.clear();
+  if (topk_opt == "auto") {
+    topks = kAutoTopks;
+  } else if (topk_given) {
+    for (const std::string& w : split_list(topk_opt, ',')) topks.push_back(uint32_t(parse_uint("topk", w)));
+    if (topks.empty()) throw Error("--topk expects a number, numbers separated by commas or auto, got '" + topk_opt + "'");
+  } else {
+    topks = {4};
+  }
+  engine.topk = *std::max_element(topks.begin(), topks.end());
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
   const std::string pair = args.get("pair-heads", "on");
   if (pair != "on" && pair != "off") throw Error("--pair-heads must be on or off, got '" + pair + "'");
@@ -120,9 +131,11 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   so.repeat_window = uint32_t(args.get_uint("repeat-window", 64));
   so.seed = args.get_uint("seed", 0, UINT64_MAX);
   open(args);
-  // Top-k and depth next: the heads' rows per pass are sized from them. (Each budget is checked
-  // by the engine of its run; bench and --budget auto report one that cannot run and go on.)
-  if (!heads.empty()) check_draft_options(engine.topk, engine.depth, 1, uint32_t(read_llama_config(*file).V));
+  // Top-k and depth next: the heads' rows per pass are sized from them (the largest top-k).
+  // (Each budget is checked by the engine of its run; bench and --budget auto report one that
+  // cannot run and go on.)
+  if (!heads.empty())
+    for (uint32_t k : topks) check_draft_options(k, engine.depth, 1, uint32_t(read_llama_config(*file).V));
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
   // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
   const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));

@@ -24,6 +24,10 @@ struct Session {
   std::optional<Tokenizer> tokenizer;
   EngineOptions engine;
   uint32_t budget_max = 0;  // largest budget the session's buffers must serve
+  // --topk: one value, a list (bench runs each; generate trials them) or `auto` (kAutoTopks).
+  // engine.topk is the largest, which sizes the heads' rows; topk_given says the user chose.
+  std::vector<uint32_t> topks;
+  bool topk_given = false;
   uint32_t ctx_len = 0;     // --ctx (0: the model's default capacity)
   KvType kv_type = KvType::F16;  // --kv-type
   uint64_t reserve_bytes = 0;    // the draft heads' estimated device bytes (load() sets it)
@@ -46,5 +50,11 @@ struct Session {
 };
 
 std::vector<std::string> split_list(const std::string& s, char sep);
+
+// The top-k values `--topk auto` tries, and `--strategy auto` / `--budget auto` when no --topk is
+// given: a narrower tree ranks fewer candidates per level, and on a device where a verify row
+// is dear it can win over the wider default (lavapipe, demo: single1 1.30x ar at top-k 2 and
+// budget 6, 1.13x at top-k 4).
+inline const std::vector<uint32_t> kAutoTopks = {2, 4};
 
 }  // namespace vkspec::cli

@@ -9,19 +9,22 @@ namespace vkspec {
 
 AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
                            const EngineOptions& base, const std::vector<Strategy>& strategies,
-                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& prompt,
+                           const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& topks,
+                           const std::vector<uint32_t>& prompt,
                            uint32_t n_trial, uint32_t rounds, const std::function<void(const AutoTrial&)>& on_trial) {
   if (budgets.empty()) throw Error("automatic choice: no budget to try");
   AutoChoice out;
-  auto candidate = [](Strategy s, uint32_t b) {
+  auto candidate = [](Strategy s, uint32_t b, uint32_t k) {
     AutoTrial t;
-    t.strategy = s, t.budget = b;
+    t.strategy = s, t.budget = b, t.topk = k;
     return t;
   };
-  out.trials.push_back(candidate(Strategy::AR, 0));
+  out.trials.push_back(candidate(Strategy::AR, 0, 0));
+  const std::vector<uint32_t> ks = topks.empty() ? std::vector<uint32_t>{base.topk} : topks;
   for (Strategy s : strategies) {
     if (s == Strategy::AR) continue;
-    for (uint32_t b : budgets) out.trials.push_back(candidate(s, b));
+    for (uint32_t k : ks)
+      for (uint32_t b : budgets) out.trials.push_back(candidate(s, b, k));
   }
   rounds = std::max(1u, rounds);
   for (uint32_t r = 0; r < rounds; ++r)
@@ -30,6 +33,7 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
       EngineOptions o = base;
       o.strategy = t.strategy;
       o.budget = t.strategy == Strategy::AR ? base.budget : t.budget;
+      o.topk = t.strategy == Strategy::AR ? base.topk : t.topk;
       o.time_kernels = false;
       try {
         Engine trial(ctx, verifier, head1, head2, o);
@@ -46,7 +50,7 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
   const AutoTrial* best = &out.trials[pick_trial(out.trials)];
   out.options = base;
   out.options.strategy = best->strategy;
-  if (best->strategy != Strategy::AR) out.options.budget = best->budget;
+  if (best->strategy != Strategy::AR) out.options.budget = best->budget, out.options.topk = best->topk;
   out.tokens_per_s = best->tokens_per_s;
   out.ar_tokens_per_s = out.trials.front().tokens_per_s;
   return out;
