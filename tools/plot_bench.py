@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Plot `vkspec bench --json` output, one line per strategy: tau vs budget per head, and tau and
+"""Plot `vkspec bench --json` output, one line per strategy (and per top-k when the run measured
+several, solid for the first, dashed for the next): tau vs budget per head, and tau and
 tokens/s vs nodes verified per step (DESIGN.md §9: merge with B/2 per head verifies as many nodes
 as a single head with B, so strategies are compared at equal verify cost on that axis).
 
@@ -25,17 +26,23 @@ def main():
     for r in rows:
         if r["strategy"] not in strategies:
             strategies.append(r["strategy"])
+    topks = sorted({r.get("topk", 0) for r in rows if r["strategy"] != "ar"})
+    styles = ("-", "--", ":", "-.")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     panels = ((axes[0], "budget", "draft budget per head (B)", "tau", "tau (tokens per verifier pass)"),
               (axes[1], "nodes_per_step", "nodes verified per step", "tau", "tau (tokens per verifier pass)"),
               (axes[2], "nodes_per_step", "nodes verified per step", "tokens_per_s", "tokens/s"))
     for ax, xkey, xlabel, key, label in panels:
-        for s in strategies:
-            pts = sorted((r[xkey], r[key]) for r in rows if r["strategy"] == s)
+        for i, s in enumerate(strategies):
             if s == "ar":
-                ax.axhline(pts[0][1], color="black", linestyle="--", linewidth=1, label="ar")
+                ar = [r[key] for r in rows if r["strategy"] == s]
+                ax.axhline(ar[0], color="black", linestyle="--", linewidth=1, label="ar")
                 continue
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+            for j, k in enumerate(topks):
+                pts = sorted((r[xkey], r[key]) for r in rows if r["strategy"] == s and r.get("topk", 0) == k)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=f"C{i}",
+                            linestyle=styles[j % len(styles)], label=s if len(topks) == 1 else f"{s} top-k {k}")
         ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
