@@ -268,28 +268,33 @@ void main() {
       [[unroll]] for (uint r = 0; r < R; ++r) acc[r * BT + b] = fma_piece(wl[r], wh[r], xl[b], xh[b], acc[r * BT + b]);
   }
 #elif defined(WT_Q8_0)
-  // The same flat loop over half blocks: one texel (16 quants) of each row per step, its sum
-  // scaled by the block's scale.
-  for (uint q = 0; q < kb * 2; ++q) {
-    const uint blk = q / 2, half_blk = q % 2;
+  // A flat loop over half blocks (one texel, 16 quants, of each row per step), each half's sum
+  // scaled by the block's scale. With few activation rows the two halves are written out in a
+  // loop over blocks, which fetches each scale once instead of twice (4096² at batch 1,
+  // single-threaded lavapipe: 2.90 → 2.49 ms); with 8 rows that loop's larger body was ~5% slower.
+  const uint tpr = kb * TEXELS_PER_BLOCK, HALVES = BT <= 4 ? 2 : 1;
+  for (uint q = 0; q < kb * (2 / HALVES); ++q) {
+    const uint blk = (q * HALVES) / 2;
     const bool tail = blk >= full;
-    const uint tpr = kb * TEXELS_PER_BLOCK;
-    uvec4 t[R];
-    [[unroll]] for (uint r = 0; r < R; ++r) t[r] = load_w(w_index(rows[r], blk * TEXELS_PER_BLOCK + half_blk, tpr, pc.N));
-    float part[RB];
-    [[unroll]] for (uint i = 0; i < R * BT; ++i) part[i] = 0.0;
-    [[unroll]] for (uint h = 0; h < 2; ++h) {
-      vec4 xl[BT], xh[BT];
-      tile_x(blk, 2 * half_blk + h, tail, xsrc, xrow, ss, xl, xh);
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        vec4 wl, wh;
-        q8_piece(h != 0 ? t[r].z : t[r].x, h != 0 ? t[r].w : t[r].y, wl, wh);
-        [[unroll]] for (uint b = 0; b < BT; ++b) part[r * BT + b] = fma_piece(wl, wh, xl[b], xh[b], part[r * BT + b]);
+    float sc[R];
+    [[unroll]] for (uint r = 0; r < R; ++r) sc[r] = load_scale(w_index(rows[r], blk, kb, pc.N));
+    [[unroll]] for (uint j = 0; j < HALVES; ++j) {
+      const uint half_blk = (q * HALVES + j) % 2;
+      uvec4 t[R];
+      [[unroll]] for (uint r = 0; r < R; ++r) t[r] = load_w(w_index(rows[r], blk * TEXELS_PER_BLOCK + half_blk, tpr, pc.N));
+      float part[RB];
+      [[unroll]] for (uint i = 0; i < R * BT; ++i) part[i] = 0.0;
+      [[unroll]] for (uint h = 0; h < 2; ++h) {
+        vec4 xl[BT], xh[BT];
+        tile_x(blk, 2 * half_blk + h, tail, xsrc, xrow, ss, xl, xh);
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          vec4 wl, wh;
+          q8_piece(h != 0 ? t[r].z : t[r].x, h != 0 ? t[r].w : t[r].y, wl, wh);
+          [[unroll]] for (uint b = 0; b < BT; ++b) part[r * BT + b] = fma_piece(wl, wh, xl[b], xh[b], part[r * BT + b]);
+        }
       }
-    }
-    [[unroll]] for (uint r = 0; r < R; ++r) {
-      const float sc = load_scale(w_index(rows[r], blk, kb, pc.N));
-      [[unroll]] for (uint b = 0; b < BT; ++b) acc[r * BT + b] += part[r * BT + b] * sc;
+      [[unroll]] for (uint r = 0; r < R; ++r)
+        [[unroll]] for (uint b = 0; b < BT; ++b) acc[r * BT + b] += part[r * BT + b] * sc[r];
     }
   }
 #else

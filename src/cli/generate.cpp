@@ -88,11 +88,9 @@ static int run_generate(const std::vector<std::string>& argv) {
     throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
   }
   nlohmann::json auto_json;
-  // A top-k list or `auto` is tried like a budget; so is kAutoTopks under auto when no --topk was given.
-  if ((auto_strategy || auto_budget) && !s.topk_given) {
-    s.topks = kAutoTopks;
-    s.topks.erase(std::remove_if(s.topks.begin(), s.topks.end(), [&](uint32_t k) { return k > s.engine.topk; }), s.topks.end());
-  }
+  // A top-k list or `auto` is tried like a budget; so is kAutoTopks under auto when no --topk was
+  // given. The heads were sized for the default top-k, which is kAutoTopks' largest.
+  if ((auto_strategy || auto_budget) && !s.topk_given) s.topks = kAutoTopks;
   const bool auto_topk = s.topks.size() > 1;
   if (auto_strategy || ((auto_budget || auto_topk) && s.engine.strategy != Strategy::AR)) {
     std::vector<Strategy> strategies{s.engine.strategy};

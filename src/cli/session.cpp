@@ -109,7 +109,7 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     for (const std::string& w : split_list(topk_opt, ',')) topks.push_back(uint32_t(parse_uint("topk", w)));
     if (topks.empty()) throw Error("--topk expects a number, numbers separated by commas or auto, got '" + topk_opt + "'");
   } else {
-    topks = {4};
+    topks = {kDefaultTopk};
   }
   engine.topk = *std::max_element(topks.begin(), topks.end());
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
