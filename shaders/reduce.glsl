@@ -4,47 +4,26 @@
 shared float red_f[WG];
 shared uint red_u[WG];
 
-float wg_sum(float v) {
-  const uint lid = gl_LocalInvocationID.x;
-  barrier();
-  red_f[lid] = v;
-  barrier();
-  for (uint n = WG; n > 1;) {
-    const uint h = (n + 1) / 2;
-    if (lid < n - h) red_f[lid] += red_f[lid + h];
-    n = h;
-    barrier();
+// NAME(v): OP folded over every invocation's v through the shared array ARR, pairwise: in each
+// round the first n - h invocations take in the value h places on.
+#define VKSPEC_WG_REDUCE(NAME, T, ARR, OP)            \
+  T NAME(T v) {                                        \
+    const uint lid = gl_LocalInvocationID.x;           \
+    barrier();                                         \
+    ARR[lid] = v;                                      \
+    barrier();                                         \
+    for (uint n = WG; n > 1;) {                        \
+      const uint h = (n + 1) / 2;                      \
+      if (lid < n - h) ARR[lid] = OP(ARR[lid], ARR[lid + h]); \
+      n = h;                                           \
+      barrier();                                       \
+    }                                                  \
+    return ARR[0];                                     \
   }
-  return red_f[0];
-}
-
-float wg_max(float v) {
-  const uint lid = gl_LocalInvocationID.x;
-  barrier();
-  red_f[lid] = v;
-  barrier();
-  for (uint n = WG; n > 1;) {
-    const uint h = (n + 1) / 2;
-    if (lid < n - h) red_f[lid] = max(red_f[lid], red_f[lid + h]);
-    n = h;
-    barrier();
-  }
-  return red_f[0];
-}
-
-uint wg_max_u(uint v) {
-  const uint lid = gl_LocalInvocationID.x;
-  barrier();
-  red_u[lid] = v;
-  barrier();
-  for (uint n = WG; n > 1;) {
-    const uint h = (n + 1) / 2;
-    if (lid < n - h) red_u[lid] = max(red_u[lid], red_u[lid + h]);
-    n = h;
-    barrier();
-  }
-  return red_u[0];
-}
+float reduce_add(float a, float b) { return a + b; }
+VKSPEC_WG_REDUCE(wg_sum, float, red_f, reduce_add)
+VKSPEC_WG_REDUCE(wg_max, float, red_f, max)
+VKSPEC_WG_REDUCE(wg_max_u, uint, red_u, max)
 
 // Arg-max in the ranking order of order.glsl (NaN last, ties to the lower index): returns the
 // winning index, its value in `best`. An invocation with nothing to offer passes idx 0xffffffff;
