@@ -4,9 +4,12 @@
 //   tree mode: the accepted path's tokens y[t .. t+a] = token[accepted[0 .. a]] (a =
 //              info[kInfoAccepted]; accepted[0] is the root, y[t] itself) and the next root
 //              y[t+a+1] = info[kInfoNextRoot] are written here, and the state advances by a + 1;
-//   ar mode:   argmax wrote y[t+1]; the state advances by one here.
+//   ar mode:   y[t+1] is already written (by argmax or a draw), or with argmax_V != 0 it is the
+//              arg-max of the logits row xin[x_offset ..] (argmax_row.glsl), taken here by the
+//              whole workgroup — one dispatch fewer per `ar` token; the state advances by one.
 // Tokens are emitted in order until the limit or a stop token (included); then the state is done.
-layout(local_size_x = 1) in;
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 1;  // 1, or the argmax's row-reduction workgroup
 #include "vkspec/step_state.h"
 #include "vkspec/tree_limits.h"
 layout(set = 0, binding = 0, std430) buffer State { uint state[]; };
@@ -15,9 +18,15 @@ layout(set = 0, binding = 2, std430) buffer Seq { uint seq_tokens[]; };
 layout(set = 0, binding = 3, std430) buffer Out { uint out_list[]; };
 layout(set = 0, binding = 4, std430) readonly buffer Acc { uint accepted[]; };  // tree mode
 layout(set = 0, binding = 5, std430) readonly buffer Tok { uint token[]; };     // tree mode: the tree's
-layout(push_constant) uniform Push { uint tree_mode, count_step, win_slot; } pc;
+layout(set = 0, binding = 6, std430) readonly buffer X { float xin[]; };        // ar mode with argmax_V
+#include "reduce.glsl"
+#include "argmax_row.glsl"
+layout(push_constant) uniform Push { uint tree_mode, count_step, win_slot, argmax_V, x_offset; } pc;
 void main() {
-  if (state[kStateDone] != 0) return;
+  uint am = 0;
+  if (pc.argmax_V != 0) am = argmax_row(pc.x_offset, pc.argmax_V);  // every invocation: it has barriers
+  if (gl_LocalInvocationID.x != 0 || state[kStateDone] != 0) return;
+  if (pc.argmax_V != 0) seq_tokens[state[kStateT] + 1] = am;
   uint a = 0, t_old, t_new;
   if (pc.tree_mode != 0) {
     a = info[kInfoAccepted];

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "spec_fixtures.hpp"
+#include "tree_order.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/engine.hpp"
 #include "vkspec/step_state.h"
@@ -278,6 +279,46 @@ TEST_CASE_FIXTURE(VkTest, "step_advance appends the accepted path, emits tokens 
     CHECK(st[kStatePrevT] == t_old);
     CHECK(st[kStateAccepted] == c.a);
     CHECK(st[kStateDone] == (c.done ? 1u : 0u));
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "step_advance with the argmax: y[t+1] is the logits row's arg-max (ties low, NaN last), emitted as ar's") {
+  // Rows of random values with planted ties (equal maxima, the lower id wins) and NaNs (never
+  // chosen while the row has a number); V around the workgroup width and well past it.
+  uint32_t seed = 1;
+  for (uint32_t V : {1u, 5u, 8u, 9u, 64u, 300u, 1027u}) {
+    for (int variant = 0; variant < 3; ++variant, ++seed) {
+      std::vector<float> row = random_floats(V, seed);
+      if (variant >= 1 && V > 2) row[V - 1] = row[V / 3] = 2.0f;  // a tie for the max
+      if (variant == 2) row[V / 2] = std::nanf("");               // and a NaN (the whole row when V == 1)
+      const uint32_t x_offset = 4 * (seed % 3), t = 3 + seed % 5;
+      std::vector<float> xs(x_offset + V, -9.0f);
+      std::copy(row.begin(), row.end(), xs.begin() + x_offset);
+      Buffer xb(ctx, xs.size() * 4);
+      xb.upload(xs);
+      Buffer state = state_with(ctx, {t, 0, 0, 0});
+      Buffer sb(ctx, 64 * 4);
+      sb.upload(std::vector<uint32_t>(64, 777));
+      Buffer out(ctx, (kOutTokens + 64) * 4, MemoryKind::Host);
+      auto* o = static_cast<uint32_t*>(out.mapped());
+      std::memset(o, 0, (kOutTokens + 64) * 4);
+      o[kOutLimit] = 100;
+      Sequence seq(ctx);
+      seq.begin();
+      const StepArgmax am{Mat{&xb, x_offset, V}, V};
+      step_advance(seq, state, nullptr, nullptr, sb, out, true, kDynFixed, &am);
+      seq.run();
+      const uint32_t want = test::order_argmax(row);
+      CAPTURE(V);
+      CAPTURE(variant);
+      const auto seqv = sb.read<uint32_t>(64);
+      CHECK(seqv[t + 1] == want);
+      CHECK(seqv[t] == 777);  // nothing else written
+      CHECK(seqv[t + 2] == 777);
+      CHECK(o[kOutCount] == 1);
+      CHECK(o[kOutTokens] == want);
+      CHECK(state.read<uint32_t>(kStateWords)[kStateT] == t + 1);
+    }
   }
 }
 

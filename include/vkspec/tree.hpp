@@ -149,10 +149,16 @@ void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& s
 // (then kStateDone / kOutDone). With a tree (its accept ran: a = info[kInfoAccepted]), it first
 // appends the accepted path, seq_tokens[t + e] = tree.token[accepted[e]] for e = 0..a, and the
 // next root, seq_tokens[t + a + 1] = info[kInfoNextRoot], and advances by a + 1; without one
-// (`ar`, prefill), argmax wrote y[t+1] and the state advances by one. count_step adds the step
-// to the output's statistics: the accepted-length histogram and, if win_slot != kDynFixed, the
-// winner info[win_slot].
+// (`ar`, prefill), y[t+1] is written before it — or, given `argmax`, it is the arg-max of that
+// logits row (ties to the lower id, NaN last, as argmax()), taken in this dispatch — and the
+// state advances by one. count_step adds the step to the output's statistics: the
+// accepted-length histogram and, if win_slot != kDynFixed, the winner info[win_slot].
+struct StepArgmax {
+  Mat logits;  // its row 0, V values
+  uint32_t V;
+};
 void step_advance(Sequence& seq, const Buffer& state, const DeviceTree* tree, const Buffer* accepted,
-                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot = kDynFixed);
+                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot = kDynFixed,
+                  const StepArgmax* argmax = nullptr);
 
 }  // namespace vkspec

@@ -279,16 +279,21 @@ void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& s
 }
 
 void step_advance(Sequence& seq, const Buffer& state, const DeviceTree* tree, const Buffer* accepted,
-                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot) {
+                  const Buffer& seq_tokens, const Buffer& out_list, bool count_step, uint32_t win_slot,
+                  const StepArgmax* argmax) {
   assert((tree == nullptr) == (accepted == nullptr));
+  assert(!(tree && argmax));
   struct Push {
-    uint32_t tree_mode, count_step, win_slot;
-  } push{tree ? 1u : 0u, count_step ? 1u : 0u, tree ? win_slot : kDynFixed};
-  const Pipeline& p = simple_pipeline(seq.context(), "step_advance", 6, sizeof(Push), {});
-  // Without a tree, `state` stands in for the bindings ar mode never reads.
+    uint32_t tree_mode, count_step, win_slot, argmax_V, x_offset;
+  } push{tree ? 1u : 0u, count_step ? 1u : 0u, tree ? win_slot : kDynFixed, argmax ? argmax->V : 0u,
+         argmax ? argmax->logits.offset : 0u};
+  // With the argmax, the workgroup argmax() takes for such a row (one subgroup on CPU rasterizers).
+  const uint32_t wg = argmax ? row_reduction_workgroup(seq.context(), argmax->V, 1) : 1;
+  const Pipeline& p = simple_pipeline(seq.context(), "step_advance", 7, sizeof(Push), {}, wg);
+  // Without a tree, `state` stands in for the bindings ar mode never reads; likewise without an argmax.
   seq.dispatch(p,
                {out(state), in(tree ? tree->info : state), out(seq_tokens), out(out_list), in(accepted ? *accepted : state),
-                in(tree ? tree->token : state)},
+                in(tree ? tree->token : state), argmax ? argmax->logits.in() : in(state)},
                push, 1, 1, 1, "step_advance");
 }
 

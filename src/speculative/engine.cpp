@@ -146,8 +146,9 @@ uint32_t Engine::verify_nodes() const {
 uint32_t Engine::dispatches_per_step() const { return parts_->plan->dispatches(); }
 
 // The prompt in chunks through the verifier and the drafters (pairs j < P-1: the last pair, whose
-// token is the first generated one, is the first step's ingest), then y[P] = argmax (or a draw
-// from G) and the step state for the first step: t = P, prev_t = P-1, a = 0, feat row 0 = f_{P-1}.
+// token is the first generated one, is the first step's ingest), then y[P] = argmax (taken by
+// step_advance) or a draw from G, and the step state for the first step: t = P, prev_t = P-1,
+// a = 0, feat row 0 = f_{P-1}.
 void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
   Parts& p = *parts_;
   StepBuffers& b = p.buffers;
@@ -176,13 +177,14 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     aa.accepted = &p.path;
     accept_sample(seq, p.root_tree, aa);
     put_token(seq, p.root_tree.info, kInfoNextRoot, b.seq_tokens, P);
-  } else {
-    argmax(seq, last, b.seq_tokens, P, 1, V);
   }
   if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), (P - 1) % R, b.features(), 1, uint32_t(model_.config().C));
   if (!p.drafter_store.empty() && b.taps_stride)
     copy_rows(seq, model_.taps(), (P - 1) % R, b.tap_features(), 1, model_.tap_width());
-  step_advance(seq, b.state, nullptr, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false);
+  // Greedy: y[P] = y[t+1] (t = P - 1) = argmax, taken by step_advance itself.
+  const StepArgmax am{last, V};
+  step_advance(seq, b.state, nullptr, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false, kDynFixed,
+               sampling() ? nullptr : &am);
 }
 
 void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const {

@@ -55,12 +55,13 @@ void StepPlan::record_ar() {
     aa.n = 1, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
     accept_sample(seq_, vtree_, aa);
     put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t() + 1);
-  } else {
-    argmax(seq_, verifier_.logits(), b_.seq_tokens, b_.t() + 1, 1, V);
   }
   end_draft_ = 0;
   end_verify_ = seq_.dispatch_count();
-  step_advance(seq_, b_.state, nullptr, nullptr, b_.seq_tokens, b_.out_list, /*count_step=*/true);
+  // Greedy: y[t+1] = argmax, taken by step_advance itself.
+  const StepArgmax am{verifier_.logits(), V};
+  step_advance(seq_, b_.state, nullptr, nullptr, b_.seq_tokens, b_.out_list, /*count_step=*/true, kDynFixed,
+               shape_.sampling ? nullptr : &am);
 }
 
 void StepPlan::record_tree() {
