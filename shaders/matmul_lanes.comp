@@ -272,14 +272,14 @@ void main() {
   // scaled by the block's scale. With few activation rows the two halves are written out in a
   // loop over blocks, which fetches each scale once instead of twice (4096² at batch 1,
   // single-threaded lavapipe: 2.90 → 2.49 ms); with 8 rows that loop's larger body was ~5% slower.
-  const uint tpr = kb * TEXELS_PER_BLOCK, HALVES = BT <= 4 ? 2 : 1;
-  for (uint q = 0; q < kb * (2 / HALVES); ++q) {
-    const uint blk = (q * HALVES) / 2;
+  const uint tpr = kb * TEXELS_PER_BLOCK, HALVES = BT <= 4 ? 2 : 1;  // half blocks per pass
+  for (uint q = 0; q < kb * 2; q += HALVES) {
+    const uint blk = q / 2;
     const bool tail = blk >= full;
     float sc[R];
     [[unroll]] for (uint r = 0; r < R; ++r) sc[r] = load_scale(w_index(rows[r], blk, kb, pc.N));
     [[unroll]] for (uint j = 0; j < HALVES; ++j) {
-      const uint half_blk = (q * HALVES + j) % 2;
+      const uint half_blk = (q + j) % 2;
       uvec4 t[R];
       [[unroll]] for (uint r = 0; r < R; ++r) t[r] = load_w(w_index(rows[r], blk * TEXELS_PER_BLOCK + half_blk, tpr, pc.N));
       float part[RB];

@@ -26,17 +26,15 @@ void main() {
   uint am = 0;
   if (pc.argmax_V != 0) am = argmax_row(pc.x_offset, pc.argmax_V);  // every invocation: it has barriers
   if (gl_LocalInvocationID.x != 0 || state[kStateDone] != 0) return;
-  if (pc.argmax_V != 0) seq_tokens[state[kStateT] + 1] = am;
-  uint a = 0, t_old, t_new;
+  const uint t_old = state[kStateT];
+  uint a = 0, t_new = t_old + 1;
   if (pc.tree_mode != 0) {
     a = info[kInfoAccepted];
-    t_old = state[kStateT];
     t_new = t_old + a + 1;
     for (uint e = 0; e <= a; ++e) seq_tokens[t_old + e] = token[accepted[e]];
     seq_tokens[t_new] = info[kInfoNextRoot];
-  } else {
-    t_old = state[kStateT];
-    t_new = t_old + 1;
+  } else if (pc.argmax_V != 0) {
+    seq_tokens[t_new] = am;
   }
   uint n = out_list[kOutCount];
   const uint limit = out_list[kOutLimit], n_stop = min(out_list[kOutStopCount], kOutMaxStop);
