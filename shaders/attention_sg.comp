@@ -19,6 +19,17 @@
 // for a model (never derived from N), so one-token decoding and a tree pass use the same
 // pipeline. Requires gl_NumSubgroups == 1 (host: workgroup size == subgroup size, pinned with
 // required subgroup size when the device can).
+//
+// O_PROJ (a variant, ops/attention.cpp attention_folds_o): the projection of the attention
+// output folded in, x += o_att · W_o^T into the residual stream o(N, C), one dispatch instead of
+// two. Each workgroup keeps its heads' output in registers (every lane has all of it after the
+// final subgroupAdd) and projects it through its own columns of W_o (C, H·D), whole 32-value
+// blocks (the host folds only where HPW·D % 32 == 0 and D % 4 == 0), lane l taking rows l,
+// l + S, ... It publishes that partial row in part(N, G, C) and counts itself in arrivals[i];
+// the row's last workgroup adds the G partials to x in group order and sets the count back to 0
+// (tree_topk_expand.comp's single-pass pattern: no workgroup waits for another). Every sum runs
+// in a fixed order, so a row's x still depends on nothing but its keys. For small models on
+// CPU-like devices, where a dispatch costs more than a row's share of W_o.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_EXT_control_flow_attributes : require
@@ -85,10 +96,26 @@ vec4 load_v(uint e, uint c) {
 #endif
 layout(set = 0, binding = 3, std430) readonly buffer M { uint mask[]; } PAIRED(M_);  // (N, mask_words)
 #define mask PAIR_AT(M_).mask
+#ifdef O_PROJ
+layout(set = 0, binding = 4, std430) buffer O { float o[]; } PAIRED(O_);  // the residual stream (N, C)
+#else
 layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; } PAIRED(O_);
+#endif
 #define o PAIR_AT(O_).o
 #define DYN_BINDING 5
 #include "dyn.glsl"
+#ifdef O_PROJ
+#define W_BINDING 6  // W_o and its q8_0 scales (weights.glsl)
+#include "weights.glsl"
+layout(set = 0, binding = 8, std430) coherent buffer Part { float part[]; } PAIRED(Part_);  // (N, G, C)
+#define part PAIR_AT(Part_).part
+layout(set = 0, binding = 9, std430) coherent buffer Arrivals { uint arrivals[]; } PAIRED(Arrivals_);  // (N,)
+#define arrivals PAIR_AT(Arrivals_).arrivals
+layout(constant_id = 3) const uint KB = 1;  // H·D / 32: blocks per W_o row
+const uint NBG = HPW * D / 32;              // blocks of one head group's columns
+vec4 attv[HPW * DV];                        // the group's output, values 4c .. 4c+3 of head g at g·DV + c
+shared bool last;
+#endif
 layout(push_constant) uniform Push {
   uint N, H, Hkv, Dp;  // Dp == D (the portable kernel reads it from here)
   uint t;              // committed cache length
@@ -99,6 +126,9 @@ layout(push_constant) uniform Push {
   float scale;       // 1/sqrt(D)
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
   uint k_base, v_base;  // the layer's first K / V value in its buffer
+#ifdef O_PROJ
+  uint C;  // W_o rows: the residual stream's width
+#endif
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
@@ -118,11 +148,10 @@ uint tree_slot(uint row, uint e) {
   return 0;  // not reached for e < popcount of the row
 }
 
-void main() {
-  t_ctx = dyn(pc.t, pc.t_slot);
+// Row i's attention for the HPW query heads from h0; lane x % S stores value x of each head.
+void attend(uint i, uint h0) {
   // One subgroup per workgroup: the local index is the subgroup lane.
-  const uint i = gl_WorkGroupID.x, lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
-  const uint h0 = gl_WorkGroupID.y * HPW;
+  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
   const uint hk = h0 / (pc.H / pc.Hkv);
   const uint kv0 = hk * D, row_stride = pc.Hkv * D;
 
@@ -198,13 +227,66 @@ void main() {
     const float mx = subgroupMax(m[g]);
     const float w = exp(m[g] - mx);
     const float inv = 1.0 / subgroupAdd(l[g] * w);
+#ifndef O_PROJ
     const uint ob = pc.o_offset + i * pc.o_stride + (h0 + g) * D;
+#endif
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 r = subgroupAdd(acc[g * DV + c] * w) * inv;
+#ifdef O_PROJ
+      attv[g * DV + c] = r;
+#else
       [[unroll]] for (uint x = 0; x < 4; ++x) {
         const uint d = 4 * c + x;
         if (d < D && d % S == lane) o[ob + d] = r[x];
       }
+#endif
     }
   }
+}
+
+#ifdef O_PROJ
+// part(i, g, c) = attv · W_o(c, blocks b0 .. b0 + NBG) for the rows c the lane owns (c = lane
+// mod S): block by block in order, each block's dot product scaled once.
+void project(uint i, uint g, uint b0) {
+  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
+  const uint pb = (i * gl_NumWorkGroups.y + g) * pc.C;
+  for (uint c = lane; c < pc.C; c += S) {
+    float sum = 0.0;
+    [[unroll]] for (uint b = 0; b < NBG; ++b) {
+      vec4 v[8];
+      float scale;
+      load_block_unscaled(c, b0 + b, KB, pc.C, v, scale);
+      float s = 0.0;
+      [[unroll]] for (uint j = 0; j < 8; ++j)
+        [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[b * 8 + j][x], s);
+      sum = fma(s, scale, sum);
+    }
+    part[pb + c] = sum;
+  }
+}
+#endif
+
+void main() {
+  t_ctx = dyn(pc.t, pc.t_slot);
+#ifdef O_PROJ
+  const uint i = gl_WorkGroupID.x, g = gl_WorkGroupID.y, G = gl_NumWorkGroups.y;
+  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
+  attend(i, g * HPW);
+  project(i, g, g * NBG);
+  memoryBarrierBuffer();  // the partial row visible before it is counted
+  barrier();
+  if (lane == 0) last = atomicAdd(arrivals[i], 1u) == G - 1u;
+  barrier();
+  if (!last) return;
+  memoryBarrierBuffer();
+  const uint ob = pc.o_offset + i * pc.o_stride;
+  for (uint c = lane; c < pc.C; c += S) {
+    float sum = 0.0;
+    for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * pc.C + c];
+    o[ob + c] += sum;
+  }
+  if (lane == 0) arrivals[i] = 0u;
+#else
+  attend(gl_WorkGroupID.x, gl_WorkGroupID.y * HPW);
+#endif
 }

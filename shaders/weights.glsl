@@ -43,12 +43,16 @@ uint w_index(uint row, uint e, uint per_row, uint rows) {
   return t0 * per_row + e * h + (row - t0);
 }
 
+// The weights at binding W_BINDING, q8_0's scales at the next one (0 and 1 unless the kernel says).
+#ifndef W_BINDING
+#define W_BINDING 0
+#endif
 #include "pair.glsl"
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = 0) uniform usamplerBuffer PAIRED(w_tex_);
+layout(set = 0, binding = W_BINDING) uniform usamplerBuffer PAIRED(w_tex_);
 uvec4 load_w(uint texel) { return TEXEL_FETCH(w_tex, int(texel)); }
 #else
-layout(set = 0, binding = 0, std430) readonly buffer WBuf { uvec4 w_buf[]; } PAIRED(WBuf_);
+layout(set = 0, binding = W_BINDING, std430) readonly buffer WBuf { uvec4 w_buf[]; } PAIRED(WBuf_);
 #define w_buf PAIR_AT(WBuf_).w_buf
 uvec4 load_w(uint texel) { return w_buf[texel]; }
 #endif
@@ -61,10 +65,10 @@ uvec4 load_w(uint texel) { return w_buf[texel]; }
 // load of one float per block cost lavapipe more than the block's 32 quants (3.7 vs 1.5 ms at
 // 4096 x 4096).
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(s_tex_);
+layout(set = 0, binding = W_BINDING + 1) uniform usamplerBuffer PAIRED(s_tex_);
 float load_scale(uint i) { return uintBitsToFloat(TEXEL_FETCH(s_tex, int(i / 4))[i % 4]); }
 #else
-layout(set = 0, binding = 1, std430) readonly buffer WScales { float w_scale[]; } PAIRED(WScales_);
+layout(set = 0, binding = W_BINDING + 1, std430) readonly buffer WScales { float w_scale[]; } PAIRED(WScales_);
 #define w_scale PAIR_AT(WScales_).w_scale
 float load_scale(uint i) { return w_scale[i]; }
 #endif

@@ -4,11 +4,14 @@
 // bit-exact against the two ways decoding can meet the same row — the node's root-to-leaf path
 // run alone as a causal chain, and one-token decoding (a 1-row causal pass at the node's
 // position). GQA and plain heads, odd D, D = 256, t = 0, deep trees, padded strides and offsets.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/model.hpp"
 #include "vkspec/step_state.h"
+#include "vkspec/tree_limits.h"
 
 #include "matmul_reference.hpp"
 #include "vk_fixture.hpp"
@@ -563,3 +566,183 @@ TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equal
   }
 }
 
+
+namespace {
+// One attention pass with the o-projection folded in (AttentionArgs::wo): x(N, C) given, rows
+// padded past C and offset like the model's; returns x compact and checks nothing outside its
+// rows was written.
+std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv, uint32_t D,
+                                   const std::vector<float>& q, const KvLayer& kv, const std::vector<uint32_t>& mask,
+                                   uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0) {
+  const uint32_t HD = H * D, C = wo.N, qs = HD + 3, xs = C + 2, xo = 5;
+  std::vector<float> qp(size_t(N) * qs, -7.0f);
+  for (uint32_t i = 0; i < N; ++i) std::memcpy(&qp[size_t(i) * qs], &q[size_t(i) * HD], HD * 4);
+  std::vector<float> xp(xo + size_t(N) * xs, kSentinel);
+  for (uint32_t i = 0; i < N; ++i) std::memcpy(&xp[xo + size_t(i) * xs], &x0[size_t(i) * C], C * 4);
+  Buffer qb(ctx, qp.size() * 4), xb(ctx, xp.size() * 4), mb(ctx, std::max<size_t>(16, mask.size() * 4));
+  qb.upload(qp);
+  xb.upload(xp);
+  if (!mask.empty()) mb.upload(mask);
+  AttentionArgs a;
+  a.N = N, a.H = H, a.Hkv = Hkv, a.D = D, a.t = t;
+  a.q = Mat{&qb, 0, qs};
+  a.o = Mat{&xb, xo, xs};
+  a.k_cache = kv.k, a.v_cache = kv.v, a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
+  a.causal = mask.empty();
+  if (!a.causal) a.mask = &mb, a.mask_words = words;
+  a.wo = &wo;
+  // The partial rows start as NaN (a partial read before it is written shows), the counters as 0.
+  Buffer part(ctx, size_t(N) * attention_o_partials(a, wo.N) * 4), arrivals(ctx, (N + 3) / 4 * 16);
+  part.upload(std::vector<float>(part.size() / 4, NAN));
+  arrivals.upload(std::vector<uint32_t>(arrivals.size() / 4, 0));
+  a.o_part = &part, a.o_arrivals = &arrivals;
+  Sequence seq(ctx);
+  seq.begin();
+  attention(seq, a);
+  seq.run();
+  const auto counts = arrivals.read<uint32_t>(N);
+  CHECK_MESSAGE(std::all_of(counts.begin(), counts.end(), [](uint32_t n) { return n == 0; }),
+                "the arrival counters are not back to 0");
+  const auto got = xb.read<float>(xp.size());
+  std::vector<float> x(size_t(N) * C);
+  size_t stray = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    if (e >= xo && (e - xo) % xs < C)
+      x[(e - xo) / xs * C + (e - xo) % xs] = got[e];
+    else if (got[e] != kSentinel)
+      ++stray;
+  }
+  CHECK_MESSAGE(stray == 0, stray << " floats written outside x's rows");
+  return x;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(VkTest, "attention with the o-projection folded in equals the reference and is exact for paths and one-token decoding") {
+  const DeviceCaps& caps = ctx.caps();
+  if (!caps.quirks.single_subgroup_kernels || !caps.subgroup_arithmetic) {
+    MESSAGE("not run: device '" << caps.name << "' uses the workgroup attention kernel, which never folds W_o");
+    return;
+  }
+  struct Case {
+    uint32_t N, t, H, Hkv, D, C;
+    WeightType wt;
+    KvType kv;
+    bool deep;
+  };
+  const Case cases[] = {
+      {1, 0, 4, 1, 8, 16, WeightType::F16, KvType::F32, false},
+      {7, 5, 4, 2, 16, 40, WeightType::Q8_0, KvType::F16, false},
+      {40, 11, 6, 3, 48, 288, WeightType::F16, KvType::F16, true},  // the demo model's shape
+      {9, 100, 8, 2, 32, 72, WeightType::F32, KvType::F32, true},
+      {5, 3, 8, 2, 24, 50, WeightType::F16, KvType::F32, false},  // 4 heads of 24 a group: 3 blocks
+      {12, 40, 4, 1, 64, 96, WeightType::Q8_0, KvType::F32, true},
+  };
+  for (const auto& c : cases) {
+    const uint32_t cap = c.t + c.N + 16, row = c.Hkv * c.D, words = (c.N + 31) / 32, HD = c.H * c.D;
+    const std::string what = std::string(weight_type_name(c.wt)) + (c.kv == KvType::F16 ? " f16 cache" : " f32 cache") +
+                             " N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) + " H=" + std::to_string(c.H) +
+                             " Hkv=" + std::to_string(c.Hkv) + " D=" + std::to_string(c.D) + " C=" + std::to_string(c.C);
+    CAPTURE(what);
+    const Tree tree = random_tree(c.N, c.N * 3 + c.t, c.deep);
+    auto kc = random_floats(size_t(cap) * row, c.t + 7, -2, 2), vc = random_floats(size_t(cap) * row, c.t + 8);
+    if (c.kv == KvType::F16) kc = round_f16(kc), vc = round_f16(vc);
+    const auto q = random_floats(size_t(c.N) * HD, c.t + 9, -2, 2);
+    const auto x0 = random_floats(size_t(c.N) * c.C, c.t + 10);
+    const auto mask = tree.mask_bits(words);
+    const auto raw = make_weight(c.wt, c.C, HD, c.C + HD);
+    const auto w = dequantize(c.wt, raw, c.C, HD);
+    const DeviceWeight wo = upload_weight(ctx, c.wt, c.C, HD, raw.data());
+    auto upload_kv = [&](const std::vector<float>& k, const std::vector<float>& v, Buffer& kb, Buffer& vb) {
+      if (c.kv == KvType::F16) {
+        kb = Buffer(ctx, (k.size() / 2 + 3) * 4), vb = Buffer(ctx, (v.size() / 2 + 3) * 4);
+        kb.upload(pack_f16(k)), vb.upload(pack_f16(v));
+      } else {
+        kb = Buffer(ctx, k.size() * 4), vb = Buffer(ctx, v.size() * 4);
+        kb.upload(k), vb.upload(v);
+      }
+      return KvLayer{&kb, &vb, 0, 0, c.kv};
+    };
+    Buffer kb, vb;
+    const KvLayer kv = upload_kv(kc, vc, kb, vb);
+    AttentionArgs shape;
+    shape.H = c.H, shape.Hkv = c.Hkv, shape.D = c.D;
+    REQUIRE(attention_folds_o(ctx, shape, wo, cap));
+
+    // x + attention · W_o^T in double, over the dequantized W_o.
+    const auto att = tree_attend_ref(tree, q, kc, vc, c.N, c.t, c.H, c.Hkv, c.D);
+    auto ref = matmul_ref(w, att, c.N, c.C, HD, HD);
+    for (size_t e = 0; e < ref.size(); ++e) ref[e] += x0[e];
+    const auto got = run_attention_o(ctx, c.N, c.t, c.H, c.Hkv, c.D, q, kv, mask, words, wo, x0);
+    check_close(got, ref, 1e-4f, 1e-4f, what);
+
+    // A node's path laid out as a chain at t.. (what commit does), run causally, and the node
+    // alone at t + depth must give the node's x row bit for bit.
+    for (uint32_t i = 0; i < c.N; i += std::max(1u, c.N / 5)) {
+      const auto path = tree.path_to(int(i));
+      const uint32_t P = uint32_t(path.size());
+      auto kc2 = kc, vc2 = vc;
+      std::vector<float> q2, x2;
+      for (uint32_t e = 0; e < P; ++e) {
+        std::memcpy(&kc2[(c.t + e) * row], &kc[(c.t + path[e]) * row], row * 4);
+        std::memcpy(&vc2[(c.t + e) * row], &vc[(c.t + path[e]) * row], row * 4);
+        q2.insert(q2.end(), &q[size_t(path[e]) * HD], &q[size_t(path[e] + 1) * HD]);
+        x2.insert(x2.end(), &x0[size_t(path[e]) * c.C], &x0[size_t(path[e] + 1) * c.C]);
+      }
+      Buffer kb2, vb2;
+      const KvLayer kv2 = upload_kv(kc2, vc2, kb2, vb2);
+      const float* want = &got[size_t(i) * c.C];
+      const auto chain = run_attention_o(ctx, P, c.t, c.H, c.Hkv, c.D, q2, kv2, {}, 0, wo, x2);
+      CHECK_MESSAGE(std::memcmp(&chain[size_t(P - 1) * c.C], want, c.C * 4) == 0,
+                    "node " << i << " differs from its path run causally");
+      const std::vector<float> q1(q2.end() - HD, q2.end()), x1(x2.end() - c.C, x2.end());
+      const auto one = run_attention_o(ctx, 1, c.t + P - 1, c.H, c.Hkv, c.D, q1, kv2, {}, 0, wo, x1);
+      CHECK_MESSAGE(std::memcmp(one.data(), want, c.C * 4) == 0, "node " << i << " differs from one-token decoding");
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "attention folds W_o only for small texel weights of the folded types, within the loop budget") {
+  AttentionArgs a;
+  a.H = 6, a.Hkv = 3, a.D = 48;
+  const auto f16 = make_weight(WeightType::F16, 288, 288, 1);
+  const DeviceWeight small = upload_weight(ctx, WeightType::F16, 288, 288, f16.data());
+  const DeviceCaps& caps = ctx.caps();
+  const bool sg = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic;
+  CHECK(attention_folds_o(ctx, a, small, 512) == (sg && small.texel));
+  KernelConfig wg;
+  wg.use_subgroup = 0;
+  CHECK_FALSE(attention_folds_o(ctx, a, small, 512, wg));  // the workgroup kernel never folds
+  const DeviceWeight storage = upload_weight(ctx, WeightType::F16, 288, 288, f16.data(), WeightPath::Storage);
+  CHECK_FALSE(attention_folds_o(ctx, a, storage, 512));
+  const auto q4 = make_weight(WeightType::Q4_K, 288, 256, 2);
+  AttentionArgs a4 = a;
+  a4.H = 4, a4.Hkv = 4, a4.D = 64;
+  CHECK_FALSE(attention_folds_o(ctx, a4, upload_weight(ctx, WeightType::Q4_K, 288, 256, q4.data()), 512));
+  AttentionArgs wide = a;
+  wide.H = 16, wide.Hkv = 16, wide.D = 64;  // W_o 1024 x 1024: more than one workgroup should walk
+  const auto big = make_weight(WeightType::F16, 1024, 1024, 3);
+  CHECK_FALSE(attention_folds_o(ctx, wide, upload_weight(ctx, WeightType::F16, 1024, 1024, big.data()), 512));
+  AttentionArgs mism = a;
+  mism.D = 32;  // W_o's K is not H·D
+  CHECK_FALSE(attention_folds_o(ctx, mism, small, 512));
+  // A head group's columns must be whole 32-value blocks of W_o, and heads whole vec4s.
+  AttentionArgs odd = a;
+  odd.H = 6, odd.Hkv = 2, odd.D = 23;
+  const auto w138 = make_weight(WeightType::F16, 50, 138, 4);
+  CHECK_FALSE(attention_folds_o(ctx, odd, upload_weight(ctx, WeightType::F16, 50, 138, w138.data()), 512));
+  AttentionArgs part = a;
+  part.H = 6, part.Hkv = 6, part.D = 48;  // one head a group: 48 columns, a block and a half
+  CHECK_FALSE(attention_folds_o(ctx, part, small, 512));
+  if (caps.quirks.loop_iteration_limit && sg && small.texel) {
+    // Past the driver's loop budget the kernel would stop early: the fold is refused first.
+    CHECK_FALSE(attention_folds_o(ctx, a, small, 1u << 20));
+    const uint32_t unfolded = attention_max_keys(ctx, a.D, (kTreeMaxNodes + 31) / 32);
+    uint32_t lo = 1, hi = unfolded;  // the fold's own bound lies below the unfolded kernel's
+    while (lo + 1 < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      (attention_folds_o(ctx, a, small, mid) ? lo : hi) = mid;
+    }
+    CHECK(lo < unfolded);
+    CHECK(lo > 4096);
+  }
+}

@@ -186,6 +186,7 @@ class EagleHead {
   Buffer k_, v_;
   void layer(Sequence& seq, const ForwardArgs& a, Mat attn_in);
   Buffer cat_, x_, qkv_, attn_, xn_, gu_, act_, logits_;
+  Buffer o_part_, o_arrivals_;  // where attention carries W_o (decoder_layer.hpp)
   std::vector<VkBufferCopy> regions_;
 };
 

@@ -169,6 +169,7 @@ class LlamaModel {
   std::vector<KvLayer> kv_layers_;  // (cap, Hkv*D) K and V of each layer, in kv_bufs_
   // Scratch, (max_rows, ·) each.
   Buffer x_, xn_, qkv_, attn_, gu_, act_, hidden_, logits_;
+  Buffer o_part_, o_arrivals_;  // where attention carries W_o (decoder_layer.hpp)
   std::vector<uint32_t> tap_points_;
   Buffer taps_;
   void copy_taps(Sequence& seq, uint32_t point, uint32_t N) const;

@@ -232,6 +232,12 @@ struct AttentionArgs {
   uint32_t mask_offset = 0;      // in u32 words
   uint32_t mask_words = 0;
   bool causal = true;
+  // The o-projection folded in (only where attention_folds_o says it may): o is then the residual
+  // stream (N, wo->N), and each row adds its attention output times wo^T to it. o_part: scratch
+  // of N · attention_o_partials floats; o_arrivals: N u32 counters, zero (and zero again after).
+  const DeviceWeight* wo = nullptr;
+  const Buffer* o_part = nullptr;
+  const Buffer* o_arrivals = nullptr;
 };
 constexpr uint32_t kAttentionMaxDepth = 64;  // tree depth + 1 the attention kernel supports
 constexpr uint32_t kAttentionMaxHeadDim = 256;
@@ -241,6 +247,16 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg = {});
 // ends a shader's loops after a fixed budget (DeviceCaps::Quirks::loop_iteration_limit). A cache
 // longer than this must be refused: past it the kernel would return a wrong answer.
 uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg = {});
+// Whether attention over `a`'s heads (H, Hkv, D; a.wo ignored) can carry the o-projection `wo`
+// for a model whose rows see at most max_keys keys: on devices where the subgroup kernel runs,
+// for W_o small enough that one workgroup's walk over it costs less than a dispatch, of a type
+// the folded variants read, within the driver's loop budget at max_keys. A function of the
+// device and the model only, so every pass of a model records the same kernels.
+bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceWeight& wo, uint32_t max_keys,
+                       KernelConfig cfg = {});
+// Floats of AttentionArgs::o_part per row when attention over `a`'s heads carries a W_o of C rows
+// (one partial row per head group), from the shapes alone; 0 where those never fold.
+uint32_t attention_o_partials(const AttentionArgs& a, uint32_t C, KernelConfig cfg = {});
 
 // Workgroup size for a simple kernel from the config or the device.
 uint32_t pick_workgroup(const Context& ctx, const KernelConfig& cfg, uint32_t preferred = 64);

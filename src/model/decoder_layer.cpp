@@ -1,6 +1,7 @@
 // The one decoder layer of the verifier and the draft heads (decoder_layer.hpp).
 #include "decoder_layer.hpp"
 
+
 namespace vkspec {
 
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
@@ -26,15 +27,44 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   at.q = m.qkv, at.o = m.att;
   at.k_cache = p.kv.k, at.v_cache = p.kv.v, at.k_base = p.kv.k_base, at.v_base = p.kv.v_base, at.kv_type = p.kv.type;
   at.mask = p.mask, at.mask_offset = p.mask_offset, at.mask_words = p.mask_words, at.causal = p.mask == nullptr;
-  attention(seq, at);
   MatmulArgs acc;
   acc.accumulate = true;  // residual add fused into the projection
-  matmul(seq, *w.wo, m.att, m.x, N, acc);
+  if (m.o_part && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {
+    at.wo = w.wo, at.o = m.x;  // the projection inside the attention kernel, adding into x
+    at.o_part = m.o_part, at.o_arrivals = m.o_arrivals;
+    attention(seq, at);
+  } else {
+    attention(seq, at);
+    matmul(seq, *w.wo, m.att, m.x, N, acc);
+  }
   MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
   ga.norm = w.ffn_norm, ga.norm_eps = s.rms_eps, ga.norm_scratch = m.xn;
   ga.glu = true, ga.glu_scratch = m.gu;
   matmul(seq, *w.wgu, m.x, m.act, N, ga);
   matmul(seq, *w.wdown, m.act, m.x, N, acc);
+}
+
+namespace {
+uint64_t o_part_bytes(const DecoderLayerShape& s, uint32_t C, uint32_t max_rows) {
+  AttentionArgs a;
+  a.H = s.H, a.Hkv = s.Hkv, a.D = s.D;
+  return uint64_t(max_rows) * attention_o_partials(a, C) * 4;
+}
+uint64_t o_arrival_bytes(uint32_t max_rows) { return (uint64_t(max_rows) + 3) / 4 * 16; }  // whole 16-byte words
+}  // namespace
+
+void make_o_fold_scratch(Context& ctx, const DecoderLayerShape& s, uint32_t C, uint32_t max_rows, Buffer& part,
+                         Buffer& arrivals) {
+  const uint64_t bytes = o_part_bytes(s, C, max_rows);
+  if (!bytes) return;
+  part = Buffer(ctx, bytes);
+  arrivals = Buffer(ctx, o_arrival_bytes(max_rows));
+  arrivals.upload(std::vector<uint32_t>(arrivals.size() / 4, 0));
+}
+
+uint64_t o_fold_scratch_bytes(const DecoderLayerShape& s, uint32_t C, uint32_t max_rows) {
+  const uint64_t bytes = o_part_bytes(s, C, max_rows);
+  return bytes ? bytes + o_arrival_bytes(max_rows) : 0;
 }
 
 }  // namespace vkspec

@@ -38,6 +38,10 @@ struct DecoderLayerActs {
   Mat att;  // (N, H·D)
   Mat gu;   // (N, 2F) scratch of the folded GLU
   Mat act;  // (N, F)
+  // Where attention carries W_o (attention_folds_o): its partial rows and arrival counts, from
+  // make_o_fold_scratch. nullptr: the o matmul runs on its own.
+  const Buffer* o_part = nullptr;
+  const Buffer* o_arrivals = nullptr;
 };
 
 // One pass of N rows: their positions, where their K/V go, what they attend to.
@@ -47,6 +51,7 @@ struct DecoderLayerPass {
   KvLayer kv;
   Dyn slot;  // the rows write cache rows slot .. slot+N-1
   Dyn t;     // committed length: cache rows [0, t) are visible to every row
+  uint32_t max_keys = 0;  // the most keys a row can ever see (the cache's capacity): fixes the kernels
   const Buffer* mask = nullptr;  // (N, mask_words) ancestor bits relative to t; nullptr: causal chain
   uint32_t mask_offset = 0, mask_words = 0;
 };
@@ -54,9 +59,18 @@ struct DecoderLayerPass {
 // [rmsnorm →] qkv matmul (+bias) → [q/k head norm] → rope on q and k, and the k, v rows into the
 // cache, in one pass → tree/causal attention → o matmul accumulating into x → rmsnorm → gate|up
 // matmul → silu·mul → down matmul accumulating into x. 6 dispatches whatever N (+1 for the q/k
-// norm) where the matmul kernel folds the norms and the GLU; a separate rmsnorm / silu_mul each
-// otherwise.
+// norm) where the matmul kernel folds the norms and the GLU, 5 where attention also carries the o
+// matmul (attention_folds_o); a separate rmsnorm / silu_mul each otherwise.
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
+
+// The scratch of passes of up to max_rows rows where attention may carry W_o (C rows):
+// DecoderLayerActs::o_part and o_arrivals (zeroed). Sized from the shapes alone
+// (attention_o_partials), so a state's bytes are known before its weights are loaded; a device
+// that does not fold leaves it unused, which is little, since only a small W_o folds. Both left
+// empty where the shapes never fold.
+void make_o_fold_scratch(Context& ctx, const DecoderLayerShape& s, uint32_t C, uint32_t max_rows, Buffer& part,
+                         Buffer& arrivals);
+uint64_t o_fold_scratch_bytes(const DecoderLayerShape& s, uint32_t C, uint32_t max_rows);
 
 }  // namespace vkspec

@@ -241,10 +241,15 @@ HeadPaths head_paths(const std::string& path) {
   return {weights.string(), (p / "config.json").string()};
 }
 
+namespace {
+DecoderLayerShape heads_of(const HeadConfig& c) { return {.H = uint32_t(c.H), .Hkv = uint32_t(c.Hkv), .D = uint32_t(c.D)}; }
+}  // namespace
+
 StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
   StateBytes b;
   b.kv = 2 * head_kv_bytes(c, capacity, kv_type);
   for (uint64_t w : head_scratch_widths(c)) b.scratch += (uint64_t(max_rows) + 1) * w * 4;
+  b.scratch += o_fold_scratch_bytes(heads_of(c), uint32_t(c.C), max_rows + 1);
   return b;
 }
 
@@ -398,10 +403,12 @@ EagleHead::EagleHead(std::shared_ptr<const EagleHeadWeights> weights, const Llam
   const std::array<uint64_t, 8> w = head_scratch_widths(c);
   Buffer* scratch[8] = {&cat_, &x_, &xn_, &qkv_, &attn_, &gu_, &act_, &logits_};
   for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, (uint64_t(max_rows_) + 1) * w[i] * 4);
+  make_o_fold_scratch(ctx, heads_of(c), uint32_t(c.C), max_rows_ + 1, o_part_, o_arrivals_);
 }
 
 uint64_t EagleHead::scratch_bytes() const {
-  return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + logits_.size();
+  return cat_.size() + x_.size() + qkv_.size() + attn_.size() + xn_.size() + gu_.size() + act_.size() + logits_.size() +
+         o_part_.size() + o_arrivals_.size();
 }
 
 // The decoder layer both kinds share (decoder_layer.hpp): attention over `attn_in` (x itself for
@@ -422,12 +429,15 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
        .qkv = {&qkv_, 0, pad4(HD + 2 * KV)},
        .att = {&attn_, 0, pad4(HD)},
        .gu = {&gu_, 0, pad4(2 * F)},
-       .act = {&act_, 0, pad4(F)}},
+       .act = {&act_, 0, pad4(F)},
+       .o_part = o_part_.size() ? &o_part_ : nullptr,
+       .o_arrivals = &o_arrivals_},
       {.N = a.N,
        .pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.pos_first, a.pos_step),
        .kv = {&k_, &v_, 0, 0, kv_type_},
        .slot = a.kv_slot,
        .t = a.t,
+       .max_keys = cap_,
        .mask = a.mask,
        .mask_offset = a.mask_offset,
        .mask_words = a.mask_words});

@@ -179,10 +179,15 @@ void check_device_fits(const Context& ctx, const LlamaConfig& cfg, const ModelOp
 }
 }  // namespace
 
+namespace {
+DecoderLayerShape heads_of(const LlamaConfig& c) { return {.H = uint32_t(c.H), .Hkv = uint32_t(c.Hkv), .D = uint32_t(c.D)}; }
+}  // namespace
+
 StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts) {
   StateBytes b;
   b.kv = 2 * uint64_t(cfg.L) * vkspec::kv_stream_words(capacity_of(cfg, opts), kv_row_words_of(cfg, opts.kv_type)) * 4;
   for (uint32_t w : scratch_widths(cfg)) b.scratch += uint64_t(rows_of(opts)) * w * 4;
+  b.scratch += o_fold_scratch_bytes(heads_of(cfg), uint32_t(cfg.C), rows_of(opts));
   return b;
 }
 
@@ -305,6 +310,7 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, const ModelO
   const std::array<uint32_t, 8> w = scratch_widths(cfg);
   Buffer* scratch[8] = {&x_, &xn_, &qkv_, &attn_, &gu_, &act_, &hidden_, &logits_};
   for (size_t i = 0; i < w.size(); ++i) *scratch[i] = Buffer(ctx, uint64_t(max_rows_) * w[i] * 4);
+  make_o_fold_scratch(ctx, heads_of(cfg), uint32_t(cfg.C), max_rows_, o_part_, o_arrivals_);
 }
 
 void LlamaModel::enable_taps(const std::vector<uint32_t>& points) {
@@ -340,7 +346,7 @@ uint64_t LlamaModel::kv_bytes() const {
 
 uint64_t LlamaModel::scratch_bytes() const {
   return x_.size() + xn_.size() + qkv_.size() + attn_.size() + gu_.size() + act_.size() + hidden_.size() +
-         logits_.size() + taps_.size();
+         logits_.size() + taps_.size() + o_part_.size() + o_arrivals_.size();
 }
 
 std::vector<float> decode_kv(const std::vector<uint32_t>& words, KvType t) {
@@ -386,12 +392,21 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
 
   embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
   const DecoderLayerShape shape{.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = rope_args()};
-  const DecoderLayerActs acts{.in = x, .x = x, .xn = xn, .qkv = qkv, .att = att, .gu = gu, .act = act};
+  const DecoderLayerActs acts{.in = x,
+                              .x = x,
+                              .xn = xn,
+                              .qkv = qkv,
+                              .att = att,
+                              .gu = gu,
+                              .act = act,
+                              .o_part = o_part_.size() ? &o_part_ : nullptr,
+                              .o_arrivals = &o_arrivals_};
   DecoderLayerPass pass{.N = N,
                         .pos = a.pos ? RopePositions::from_table(*a.pos, a.pos_offset) : RopePositions::run(a.t),
                         .kv = {},     // each layer's, below
                         .slot = a.t,  // rows write K/V at t .. t+N-1
                         .t = a.t,
+                        .max_keys = cap_,
                         .mask = a.mask,
                         .mask_offset = a.mask_offset,
                         .mask_words = a.mask_words};

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ops/common.hpp"
+#include "vkspec/tree_limits.h"
 
 namespace vkspec {
 
@@ -32,6 +33,13 @@ struct AttentionSgSpec {
 };
 static_assert(sizeof(AttentionSgSpec) == 12);
 
+// attention_sg.comp's O_PROJ variant: one more constant, one more push value.
+struct AttentionSgOSpec {
+  AttentionSgSpec sg;
+  uint32_t kb;  // 3: blocks of 32 per W_o row
+};
+static_assert(sizeof(AttentionSgOSpec) == 16);
+
 // Both shaders' push constants.
 struct AttentionPush {
   uint32_t N, H, Hkv, D, t, q_offset, q_stride, o_offset, o_stride, mask_offset, mask_words, causal;
@@ -40,6 +48,20 @@ struct AttentionPush {
   uint32_t k_base, v_base;
 };
 static_assert(sizeof(AttentionPush) == 64);
+struct AttentionOPush {
+  AttentionPush a;
+  uint32_t C;
+};
+static_assert(sizeof(AttentionOPush) == 68);
+
+// W_o's weights past which the folded o-projection does not pay: a row's workgroups walk all of
+// them between them (one per head group), where the matmul spreads them over the device and
+// shares each weight between the rows of a tile. Measured on lavapipe at the demo's shape (W_o
+// 288x288 f16, 6 heads of 48 in 3 groups, 200 keys): one row single-threaded, attention 40-45 us,
+// with the fold 85 us, attention then the matmul 112-116 us; 10 rows on 2 threads, 396 us folded
+// against 335-411 us apart. The fold's projection runs at ~2 GFLOP/s a thread, so it pays while
+// a row's W_o costs less than a dispatch (50-100 us): up to a few hundred thousand weights.
+constexpr uint64_t kFoldOMaxWeights = 1u << 19;
 
 // Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
 // the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
@@ -66,6 +88,10 @@ uint32_t subgroup_width(const DeviceCaps& caps, const KernelConfig& cfg) {
   return cfg.required_subgroup_size ? cfg.required_subgroup_size : caps.subgroup_size;
 }
 
+uint32_t hpw_of(const AttentionArgs& a, const KernelConfig& cfg) {
+  return cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D);
+}
+
 uint32_t ceil_log2(uint32_t x) {
   uint32_t b = 0;
   while ((1u << b) < x) ++b;
@@ -84,6 +110,8 @@ uint32_t ceil_log2(uint32_t x) {
 //    reductions (log2 WG + 1 each) and the V loop (DPL output dims per lane, each over the WG
 //    keys of the pass); before it the q load and the ancestor walk (lane 0). Counting one unit
 //    per pass of each loop, this is 1.4x (D = 128) to 2.9x (D = 16) what lavapipe charged.
+constexpr uint64_t kSgUnitsPerPass = 4;
+
 uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg) {
   const DeviceCaps& caps = ctx.caps();
   const uint64_t limit = caps.quirks.loop_iteration_limit;
@@ -91,9 +119,8 @@ uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words,
   constexpr uint64_t kSlack = 16;  // loop entry/exit bookkeeping the formulas round away
   uint64_t fixed, per_pass, keys_per_pass;
   if (pick_variant(caps, cfg) != 0) {  // 1: K/V as texels where the device prefers them, 2: storage
-    constexpr uint64_t kUnitsPerPass = 4;
-    fixed = kUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
-    per_pass = kUnitsPerPass;
+    fixed = kSgUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
+    per_pass = kSgUnitsPerPass;
     keys_per_pass = subgroup_width(caps, cfg);
   } else {
     const uint64_t WG = pick_workgroup(ctx, cfg, 64), DPL = (kAttentionMaxHeadDim + WG - 1) / WG;
@@ -103,6 +130,34 @@ uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words,
   }
   if (fixed >= limit) return 0;
   return uint32_t(std::min<uint64_t>(UINT32_MAX, (limit - fixed) / per_pass * keys_per_pass));
+}
+
+bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceWeight& wo, uint32_t max_keys,
+                       KernelConfig cfg) {
+  const DeviceCaps& caps = ctx.caps();
+  if (pick_variant(caps, cfg) == 0 || !caps.subgroup_arithmetic || !wo.texel || wo.chunks.size() != 1 ||
+      caps.max_stage_storage_buffers < 8)  // q, K, V, mask, x, the step state, partials, arrivals
+    return false;
+  const WeightType type = wo.chunks[0].type;
+  if (type != WeightType::F32 && type != WeightType::F16 && type != WeightType::Q8_0) return false;
+  if (wo.K != a.H * a.D || !attention_o_partials(a, wo.N, cfg)) return false;
+  const uint32_t hpw = hpw_of(a, cfg);
+  const uint64_t limit = caps.quirks.loop_iteration_limit;
+  if (!limit) return true;
+  // The loop budget of an invocation that runs one head group and its share of W_o: what
+  // attention_max_keys counts, then per W_o row a lane owns one unit per block and per pass of
+  // the block decode's loops (at most 8) and one per group in the last workgroup's sum.
+  const uint64_t S = subgroup_width(caps, cfg), words = (kTreeMaxNodes + 31) / 32, G = a.H / hpw;
+  const uint64_t project = (wo.N + S - 1) / S * (hpw * a.D / 32 * 10 + G + 2) + 16;
+  const uint64_t attend = kSgUnitsPerPass * (3 * words + 2ull * kAttentionMaxDepth + (max_keys + S - 1) / S) + 16;
+  return project + attend <= limit;
+}
+
+uint32_t attention_o_partials(const AttentionArgs& a, uint32_t C, KernelConfig cfg) {
+  // A head group's output stays in registers as vec4s and meets W_o in whole 32-value blocks.
+  const uint32_t hpw = hpw_of(a, cfg);
+  if (a.D % 4 != 0 || hpw * a.D % 32 != 0 || uint64_t(C) * a.H * a.D > kFoldOMaxWeights) return 0;
+  return a.H / hpw * C;
 }
 
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
@@ -119,6 +174,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
 
   const int variant = pick_variant(caps, cfg);
   if (variant == 0) {
+    assert(!a.wo);  // attention_folds_o: the subgroup kernel only
     AttentionSpec spec{pick_workgroup(ctx, cfg, 64), kAttentionMaxHeadDim, kAttentionMaxDepth};
     auto desc = make_pipeline_desc(f16 ? "attention_f16" : "attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
                                    sizeof(AttentionPush), spec, cfg.required_subgroup_size);
@@ -131,7 +187,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   if (!caps.subgroup_arithmetic)
     throw Error("attention: the subgroup kernel needs subgroup arithmetic, which device '" + caps.name + "' lacks");
   const uint32_t S = subgroup_width(caps, cfg);
-  AttentionSgSpec spec{S, a.D, cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D)};
+  AttentionSgSpec spec{S, a.D, hpw_of(a, cfg)};
   assert((a.H / a.Hkv) % spec.hpw == 0);
   // K/V through texel views where those are the fast path (the weights' reason, see the quirk),
   // rows start on a 16-byte texel (4 f32 or 8 f16 values: D and the bases multiples of that)
@@ -142,16 +198,33 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   const bool texel = variant == 1 && caps.quirks.weights_via_texel_buffer && a.D % per_texel == 0 &&
                      a.k_base % per_texel == 0 && a.v_base % per_texel == 0 && a.k_cache->size() <= max_view &&
                      a.v_cache->size() <= max_view;
-  const char* name = texel ? (f16 ? "attention_sg_texel_f16" : "attention_sg_texel") : (f16 ? "attention_sg_f16" : "attention_sg");
+  std::string name = std::string("attention_sg") + (texel ? "_texel" : "") + (f16 ? "_f16" : "");
   const VkDescriptorType kv = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-  auto desc = make_pipeline_desc(name,
-                                 {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER},
-                                 sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
+  std::vector<VkDescriptorType> bindings{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                         VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER};
+  if (!a.wo) {
+    auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
+    desc.full_subgroups = caps.compute_full_subgroups;
+    seq.dispatch(ctx.pipelines().get(desc), {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)},
+                 push, a.N, a.H / spec.hpw, 1, "attention");
+    return;
+  }
+  // The o-projection folded in: W_o (and q8_0's scales) at bindings 6, 7, the partial rows and
+  // their arrival counts at 8, 9.
+  const DeviceWeight& wo = *a.wo;
+  assert(wo.texel && wo.chunks.size() == 1 && wo.K == a.H * a.D && a.o_part && a.o_arrivals);
+  assert(a.o_part->size() >= uint64_t(a.N) * attention_o_partials(a, wo.N, cfg) * 4 && a.o_arrivals->size() >= a.N * 4);
+  const DeviceWeight::Chunk& c = wo.chunks[0];
+  name += std::string("_o_") + weight_type_name(c.type);
+  bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
+  bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  AttentionSgOSpec ospec{spec, wo.blocks_per_row};
+  auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
-  const Pipeline& p = ctx.pipelines().get(desc);
-  seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)}, push, a.N,
-               a.H / spec.hpw, 1, "attention");
+  seq.dispatch(ctx.pipelines().get(desc),
+               {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask), in(c.data), in(c.scales),
+                out(*a.o_part), out(*a.o_arrivals)},
+               AttentionOPush{push, wo.N}, a.N, a.H / spec.hpw, 1, "attention");
 }
 
 }  // namespace vkspec
