@@ -1,6 +1,7 @@
 #version 450
-// route_trees, copy (seed 001 §5): dst[i] = (info[kInfoChosen] == 1 ? a : b)[i] for i < n, one
-// 32-bit array per dispatch (keeps every dispatch at 4 storage bindings).
+// route_trees, copy (seed 001 §5), where the device cannot bind tree_route.comp's COPY variant:
+// dst[i] = (info[kInfoChosen] == 1 ? a : b)[i] for i < n, one 32-bit array per dispatch (4
+// storage bindings each).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"

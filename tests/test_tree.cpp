@@ -245,43 +245,58 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trie folds identical paths of both pools 
 // ---- route (seed 001 §5) ------------------------------------------------------------------
 
 TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the CPU rule, ties to head 1") {
-  uint32_t seed = 300;
-  for (uint32_t wg : kWorkgroups)
-    for (uint32_t n : {1u, 7u, 8u, 40u, 100u}) {
-      for (int variant = 0; variant < 3; ++variant) {  // random, equal trees (tie), head 2 clearly better
-        std::mt19937 rng(seed++);
-        HostTree a = random_tree(n + 1, 6, 1, rng), b = random_tree(n + 1, 6, 2, rng);
-        if (variant == 1) b = a;
-        if (variant == 2)
-          for (uint32_t i = 1; i <= n; ++i) b.score[i] = a.score[i] + 0.5f;
-        DeviceTree d1(ctx, n + 1, 6), d2(ctx, n + 1, 6), dr(ctx, n + 3, 6);
-        upload_tree(d1, a);
-        upload_tree(d2, b);
-        Sequence seq(ctx);
-        seq.begin();
-        route_trees(seq, d1, n, d2, n, dr, wg_cfg(wg));
-        seq.run();
-        double mu[2] = {0, 0};
-        for (uint32_t i = 1; i <= n; ++i) {
-          mu[0] += std::exp(double(a.score[i])) / n;
-          mu[1] += std::exp(double(b.score[i])) / n;
+  // On this device (decision and copy in one dispatch where it allows 16 storage buffers) and on
+  // one that allows 12 (the decision, then a copy per array).
+  ContextOptions co;
+  co.validation = true;
+  co.pipeline_cache_dir = "-";
+  co.stage_storage_buffers_limit = 12;
+  Context small(co);
+  for (Context* c : {&ctx, &small}) {
+    Context& ctx = *c;
+    const uint32_t dispatches = ctx.caps().max_stage_storage_buffers >= 16 ? 1 : 6;
+    CAPTURE(dispatches);
+    uint32_t seed = 300;
+    for (uint32_t wg : kWorkgroups)
+      for (uint32_t n : {1u, 7u, 8u, 40u, 100u}) {
+        for (int variant = 0; variant < 3; ++variant) {  // random, equal trees (tie), head 2 clearly better
+          std::mt19937 rng(seed++);
+          HostTree a = random_tree(n + 1, 6, 1, rng), b = random_tree(n + 1, 6, 2, rng);
+          if (variant == 1) b = a;
+          if (variant == 2)
+            for (uint32_t i = 1; i <= n; ++i) b.score[i] = a.score[i] + 0.5f;
+          DeviceTree d1(ctx, n + 1, 6), d2(ctx, n + 1, 6), dr(ctx, n + 3, 6);
+          upload_tree(d1, a);
+          upload_tree(d2, b);
+          Sequence seq(ctx);
+          seq.begin();
+          route_trees(seq, d1, n, d2, n, dr, wg_cfg(wg));
+          CHECK(seq.dispatch_count() == dispatches);
+          seq.run();
+          double mu[2] = {0, 0};
+          for (uint32_t i = 1; i <= n; ++i) {
+            mu[0] += std::exp(double(a.score[i])) / n;
+            mu[1] += std::exp(double(b.score[i])) / n;
+          }
+          auto info = dr.info.read<uint32_t>(16);
+          float g1, g2;
+          std::memcpy(&g1, &info[kInfoMu1], 4);
+          std::memcpy(&g2, &info[kInfoMu2], 4);
+          INFO("wg " << wg << " n " << n << " variant " << variant);
+          CHECK(std::fabs(g1 - mu[0]) <= 1e-6 + 1e-5 * mu[0]);
+          CHECK(std::fabs(g2 - mu[1]) <= 1e-6 + 1e-5 * mu[1]);
+          const uint32_t chosen = info[kInfoChosen];
+          CHECK(chosen == (g1 >= g2 ? 1u : 2u));
+          if (std::fabs(mu[0] - mu[1]) > 1e-4 * mu[0]) CHECK(chosen == (mu[0] >= mu[1] ? 1u : 2u));
+          if (variant == 1) CHECK(chosen == 1u);
+          if (variant == 2) CHECK(chosen == 2u);
+          CHECK(info[kInfoNodes] == n + 1);
+          check_same(download_tree(dr, n + 1), chosen == 1 ? a : b, "routed copy");
         }
-        auto info = dr.info.read<uint32_t>(16);
-        float g1, g2;
-        std::memcpy(&g1, &info[kInfoMu1], 4);
-        std::memcpy(&g2, &info[kInfoMu2], 4);
-        INFO("wg " << wg << " n " << n << " variant " << variant);
-        CHECK(std::fabs(g1 - mu[0]) <= 1e-6 + 1e-5 * mu[0]);
-        CHECK(std::fabs(g2 - mu[1]) <= 1e-6 + 1e-5 * mu[1]);
-        const uint32_t chosen = info[kInfoChosen];
-        CHECK(chosen == (g1 >= g2 ? 1u : 2u));
-        if (std::fabs(mu[0] - mu[1]) > 1e-4 * mu[0]) CHECK(chosen == (mu[0] >= mu[1] ? 1u : 2u));
-        if (variant == 1) CHECK(chosen == 1u);
-        if (variant == 2) CHECK(chosen == 2u);
-        CHECK(info[kInfoNodes] == n + 1);
-        check_same(download_tree(dr, n + 1), chosen == 1 ? a : b, "routed copy");
       }
-    }
+  }
+  const auto messages = small.take_validation_messages();
+  CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 12-buffer context");
 }
 
 // ---- acceptance ---------------------------------------------------------------------------

@@ -215,9 +215,21 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
   assert(n1 == n2 && n1 >= 1 && n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n1 + 1 <= out_tree.cap);
   Context& ctx = seq.context();
   CountPush push{n1};
+  // Decision and copy in one dispatch where the device allows its 16 storage buffers.
+  const PipelineDesc copy =
+      make_pipeline_desc("tree_route_copy", std::vector<VkDescriptorType>(16, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
+                         sizeof(push), WorkgroupSpec{pick_workgroup(ctx, cfg, 64)}, cfg.required_subgroup_size);
+  if (fits_stage_limits(ctx.caps(), copy)) {
+    seq.dispatch(ctx.pipelines().get(copy),
+                 {in(t1.score), in(t2.score), out(out_tree.info), in(t1.token), in(t1.parent), in(t1.depth),
+                  in(t1.head), in(t2.token), in(t2.parent), in(t2.depth), in(t2.head), out(out_tree.token),
+                  out(out_tree.parent), out(out_tree.depth), out(out_tree.score), out(out_tree.head)},
+                 push, 1, 1, 1, "route_trees");
+    return;
+  }
   const Pipeline& p = simple_pipeline(ctx, "tree_route", 3, sizeof(push), cfg);
   seq.dispatch(p, {in(t1.score), in(t2.score), out(out_tree.info)}, push, 1, 1, 1, "route_trees");
-  // The copy of the chosen tree stays on the GPU: one select-copy per array.
+  // Otherwise the copy of the chosen tree stays on the GPU as one select-copy per array.
   CountPush pick{n1 + 1};
   const Pipeline& pp = simple_pipeline(ctx, "tree_pick", 4, sizeof(pick), cfg);
   for (auto m : {&DeviceTree::token, &DeviceTree::parent, &DeviceTree::depth, &DeviceTree::score, &DeviceTree::head})
