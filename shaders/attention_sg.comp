@@ -246,22 +246,27 @@ void attend(uint i, uint h0) {
 
 #ifdef O_PROJ
 // part(i, g, c) = attv · W_o(c, blocks b0 .. b0 + NBG) for the rows c the lane owns (c = lane
-// mod S): block by block in order, each block's dot product scaled once.
+// mod S), RP rows a pass: independent sums the CPU can interleave, each block by block in order
+// with the block's dot product scaled once.
+const uint RP = 4;
 void project(uint i, uint g, uint b0) {
   const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
   const uint pb = (i * gl_NumWorkGroups.y + g) * pc.C;
-  for (uint c = lane; c < pc.C; c += S) {
-    float sum = 0.0;
-    [[unroll]] for (uint b = 0; b < NBG; ++b) {
-      vec4 v[8];
-      float scale;
-      load_block_unscaled(c, b0 + b, KB, pc.C, v, scale);
-      float s = 0.0;
-      [[unroll]] for (uint j = 0; j < 8; ++j)
-        [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[b * 8 + j][x], s);
-      sum = fma(s, scale, sum);
-    }
-    part[pb + c] = sum;
+  for (uint c0 = lane; c0 < pc.C; c0 += RP * S) {
+    float sum[RP];
+    [[unroll]] for (uint r = 0; r < RP; ++r) sum[r] = 0.0;
+    [[unroll]] for (uint b = 0; b < NBG; ++b)
+      [[unroll]] for (uint r = 0; r < RP; ++r) {
+        vec4 v[8];
+        float scale;
+        load_block_unscaled(min(c0 + r * S, pc.C - 1), b0 + b, KB, pc.C, v, scale);  // past C: never written
+        float s = 0.0;
+        [[unroll]] for (uint j = 0; j < 8; ++j)
+          [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[b * 8 + j][x], s);
+        sum[r] = fma(s, scale, sum[r]);
+      }
+    [[unroll]] for (uint r = 0; r < RP; ++r)
+      if (c0 + r * S < pc.C) part[pb + c0 + r * S] = sum[r];
   }
 }
 #endif
