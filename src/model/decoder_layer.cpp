@@ -1,7 +1,6 @@
 // The one decoder layer of the verifier and the draft heads (decoder_layer.hpp).
 #include "decoder_layer.hpp"
 
-
 namespace vkspec {
 
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,

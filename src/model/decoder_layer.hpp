@@ -58,9 +58,10 @@ struct DecoderLayerPass {
 
 // [rmsnorm →] qkv matmul (+bias) → [q/k head norm] → rope on q and k, and the k, v rows into the
 // cache, in one pass → tree/causal attention → o matmul accumulating into x → rmsnorm → gate|up
-// matmul → silu·mul → down matmul accumulating into x. 6 dispatches whatever N (+1 for the q/k
-// norm) where the matmul kernel folds the norms and the GLU, 5 where attention also carries the o
-// matmul (attention_folds_o); a separate rmsnorm / silu_mul each otherwise.
+// matmul → silu·mul → down matmul accumulating into x. 5 dispatches whatever N where the matmul
+// kernel folds the norms, the GLU and RoPE with the K/V store (+2 with Qwen3's q/k norm, which
+// needs its own pass and a rope_kv_write), 4 where attention also carries the o matmul
+// (attention_folds_o); a separate rmsnorm / silu_mul / rope_kv_write each otherwise.
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
 

@@ -97,7 +97,6 @@ uint32_t ceil_log2(uint32_t x) {
   while ((1u << b) < x) ++b;
   return b;
 }
-}  // namespace
 
 // The budget one invocation spends, and from that the most keys a row may have. Per kernel:
 //  - attention_sg: the key loop takes S keys a pass; its inner loops run to specialization
@@ -110,17 +109,18 @@ uint32_t ceil_log2(uint32_t x) {
 //    reductions (log2 WG + 1 each) and the V loop (DPL output dims per lane, each over the WG
 //    keys of the pass); before it the q load and the ancestor walk (lane 0). Counting one unit
 //    per pass of each loop, this is 1.4x (D = 128) to 2.9x (D = 16) what lavapipe charged.
-constexpr uint64_t kSgUnitsPerPass = 4;
-
-uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg) {
+// `spent`: units the invocation's other loops take first (the folded o-projection's).
+uint32_t max_keys_after(const Context& ctx, uint32_t D, uint32_t mask_words, const KernelConfig& cfg, uint64_t spent) {
   const DeviceCaps& caps = ctx.caps();
-  const uint64_t limit = caps.quirks.loop_iteration_limit;
-  if (!limit) return UINT32_MAX;
+  if (!caps.quirks.loop_iteration_limit) return UINT32_MAX;
+  if (spent >= caps.quirks.loop_iteration_limit) return 0;
+  const uint64_t limit = caps.quirks.loop_iteration_limit - spent;
   constexpr uint64_t kSlack = 16;  // loop entry/exit bookkeeping the formulas round away
   uint64_t fixed, per_pass, keys_per_pass;
   if (pick_variant(caps, cfg) != 0) {  // 1: K/V as texels where the device prefers them, 2: storage
-    fixed = kSgUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
-    per_pass = kSgUnitsPerPass;
+    constexpr uint64_t kUnitsPerPass = 4;
+    fixed = kUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
+    per_pass = kUnitsPerPass;
     keys_per_pass = subgroup_width(caps, cfg);
   } else {
     const uint64_t WG = pick_workgroup(ctx, cfg, 64), DPL = (kAttentionMaxHeadDim + WG - 1) / WG;
@@ -130,6 +130,11 @@ uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words,
   }
   if (fixed >= limit) return 0;
   return uint32_t(std::min<uint64_t>(UINT32_MAX, (limit - fixed) / per_pass * keys_per_pass));
+}
+}  // namespace
+
+uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg) {
+  return max_keys_after(ctx, D, mask_words, cfg, 0);
 }
 
 bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceWeight& wo, uint32_t max_keys,
@@ -141,16 +146,12 @@ bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceW
   const WeightType type = wo.chunks[0].type;
   if (type != WeightType::F32 && type != WeightType::F16 && type != WeightType::Q8_0) return false;
   if (wo.K != a.H * a.D || !attention_o_partials(a, wo.N, cfg)) return false;
-  const uint32_t hpw = hpw_of(a, cfg);
-  const uint64_t limit = caps.quirks.loop_iteration_limit;
-  if (!limit) return true;
-  // The loop budget of an invocation that runs one head group and its share of W_o: what
-  // attention_max_keys counts, then per W_o row a lane owns one unit per block and per pass of
-  // the block decode's loops (at most 8) and one per group in the last workgroup's sum.
-  const uint64_t S = subgroup_width(caps, cfg), words = (kTreeMaxNodes + 31) / 32, G = a.H / hpw;
+  // An invocation runs one head group's attention and its share of W_o: per W_o row a lane owns,
+  // one unit per block and per pass of the block decode's loops (at most 8), and one per group in
+  // the last workgroup's sum. What is left of the loop budget must cover max_keys.
+  const uint64_t S = subgroup_width(caps, cfg), hpw = hpw_of(a, cfg), G = a.H / hpw;
   const uint64_t project = (wo.N + S - 1) / S * (hpw * a.D / 32 * 10 + G + 2) + 16;
-  const uint64_t attend = kSgUnitsPerPass * (3 * words + 2ull * kAttentionMaxDepth + (max_keys + S - 1) / S) + 16;
-  return project + attend <= limit;
+  return max_keys <= max_keys_after(ctx, a.D, (kTreeMaxNodes + 31) / 32, cfg, project);
 }
 
 uint32_t attention_o_partials(const AttentionArgs& a, uint32_t C, KernelConfig cfg) {
