@@ -96,6 +96,30 @@ struct Layout {
 
 constexpr float kSentinel = 12345.0f;  // o is pre-filled with it: writes outside the rows show
 
+// Compact rows (N, W) as a buffer image: `offset` values before them and rows `stride` apart,
+// as the model's strided scratch lays them out; everything else `fill`.
+std::vector<float> pad_rows(const std::vector<float>& rows, uint32_t N, uint32_t W, uint32_t offset, uint32_t stride,
+                            float fill) {
+  std::vector<float> p(offset + size_t(N) * stride, fill);
+  for (uint32_t i = 0; i < N; ++i) std::memcpy(&p[offset + size_t(i) * stride], &rows[size_t(i) * W], W * 4);
+  return p;
+}
+
+// The compact rows back out of such an image, checking that nothing else differs from kSentinel.
+std::vector<float> unpad_rows(const std::vector<float>& p, uint32_t N, uint32_t W, uint32_t offset, uint32_t stride,
+                              const char* what) {
+  std::vector<float> rows(size_t(N) * W);
+  size_t stray = 0;
+  for (size_t x = 0; x < p.size(); ++x) {
+    if (x >= offset && (x - offset) % stride < W)
+      rows[(x - offset) / stride * W + (x - offset) % stride] = p[x];
+    else if (p[x] != kSentinel)
+      ++stray;
+  }
+  CHECK_MESSAGE(stray == 0, stray << " floats written outside " << what << "'s rows");
+  return rows;
+}
+
 // Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o and
 // checks that nothing outside o's rows was written.
 // `kv`: the caches' type and where the layer starts in them (kv.k / kv.v are ignored: kb, vb).
@@ -104,9 +128,8 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
                                  const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
                                  const Layout& L, const KvLayer& kv = {}) {
   const uint32_t HD = H * D, qs = HD + L.q_pad, os = HD + L.o_pad;
-  std::vector<float> qp(L.q_offset + size_t(N) * qs, -7.0f);
-  for (uint32_t i = 0; i < N; ++i) std::memcpy(&qp[L.q_offset + size_t(i) * qs], &q[size_t(i) * HD], HD * 4);
-  std::vector<float> op(L.o_offset + size_t(N) * os, kSentinel);
+  const std::vector<float> qp = pad_rows(q, N, HD, L.q_offset, qs, -7.0f);
+  const std::vector<float> op(L.o_offset + size_t(N) * os, kSentinel);
   std::vector<uint32_t> mp(L.mask_offset, 0xffffffffu);  // junk before the mask: must not be read
   mp.insert(mp.end(), mask.begin(), mask.end());
   Buffer qb(ctx, qp.size() * 4), ob(ctx, op.size() * 4), mb(ctx, std::max<size_t>(16, mp.size() * 4));
@@ -125,18 +148,7 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
   seq.begin();
   attention(seq, a, cfg);
   seq.run();
-  auto got = ob.read<float>(op.size());
-  std::vector<float> o(size_t(N) * HD);
-  size_t stray = 0;
-  for (size_t x = 0; x < got.size(); ++x) {
-    const bool in_row = x >= L.o_offset && (x - L.o_offset) % os < HD;
-    if (in_row)
-      o[(x - L.o_offset) / os * HD + (x - L.o_offset) % os] = got[x];
-    else if (got[x] != kSentinel)
-      ++stray;
-  }
-  CHECK_MESSAGE(stray == 0, stray << " floats written outside o's rows");
-  return o;
+  return unpad_rows(ob.read<float>(op.size()), N, HD, L.o_offset, os, "o");
 }
 
 struct Variant {
@@ -575,10 +587,7 @@ std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_
                                    const std::vector<float>& q, const KvLayer& kv, const std::vector<uint32_t>& mask,
                                    uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0) {
   const uint32_t HD = H * D, C = wo.N, qs = HD + 3, xs = C + 2, xo = 5;
-  std::vector<float> qp(size_t(N) * qs, -7.0f);
-  for (uint32_t i = 0; i < N; ++i) std::memcpy(&qp[size_t(i) * qs], &q[size_t(i) * HD], HD * 4);
-  std::vector<float> xp(xo + size_t(N) * xs, kSentinel);
-  for (uint32_t i = 0; i < N; ++i) std::memcpy(&xp[xo + size_t(i) * xs], &x0[size_t(i) * C], C * 4);
+  const std::vector<float> qp = pad_rows(q, N, HD, 0, qs, -7.0f), xp = pad_rows(x0, N, C, xo, xs, kSentinel);
   Buffer qb(ctx, qp.size() * 4), xb(ctx, xp.size() * 4), mb(ctx, std::max<size_t>(16, mask.size() * 4));
   qb.upload(qp);
   xb.upload(xp);
@@ -603,17 +612,7 @@ std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_
   const auto counts = arrivals.read<uint32_t>(N);
   CHECK_MESSAGE(std::all_of(counts.begin(), counts.end(), [](uint32_t n) { return n == 0; }),
                 "the arrival counters are not back to 0");
-  const auto got = xb.read<float>(xp.size());
-  std::vector<float> x(size_t(N) * C);
-  size_t stray = 0;
-  for (size_t e = 0; e < got.size(); ++e) {
-    if (e >= xo && (e - xo) % xs < C)
-      x[(e - xo) / xs * C + (e - xo) % xs] = got[e];
-    else if (got[e] != kSentinel)
-      ++stray;
-  }
-  CHECK_MESSAGE(stray == 0, stray << " floats written outside x's rows");
-  return x;
+  return unpad_rows(xb.read<float>(xp.size()), N, C, xo, xs, "x");
 }
 }  // namespace
 
