@@ -120,16 +120,24 @@ std::vector<float> unpad_rows(const std::vector<float>& p, uint32_t N, uint32_t 
   return rows;
 }
 
-// Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o and
-// checks that nothing outside o's rows was written.
+// The o-projection folded in (AttentionArgs::wo): o is then the residual stream x(N, wo->N),
+// starting at x0.
+struct OFold {
+  const DeviceWeight* wo;
+  std::vector<float> x0;
+};
+
+// Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o (with
+// `fold`, x) and checks that nothing outside its rows was written.
 // `kv`: the caches' type and where the layer starts in them (kv.k / kv.v are ignored: kb, vb).
 std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t N, uint32_t t, uint32_t H,
                                  uint32_t Hkv, uint32_t D, const std::vector<float>& q, const Buffer& kb,
                                  const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
-                                 const Layout& L, const KvLayer& kv = {}) {
-  const uint32_t HD = H * D, qs = HD + L.q_pad, os = HD + L.o_pad;
+                                 const Layout& L, const KvLayer& kv = {}, const OFold* fold = nullptr) {
+  const uint32_t HD = H * D, W = fold ? fold->wo->N : HD, qs = HD + L.q_pad, os = W + L.o_pad;
   const std::vector<float> qp = pad_rows(q, N, HD, L.q_offset, qs, -7.0f);
-  const std::vector<float> op(L.o_offset + size_t(N) * os, kSentinel);
+  const std::vector<float> op = fold ? pad_rows(fold->x0, N, W, L.o_offset, os, kSentinel)
+                                     : std::vector<float>(L.o_offset + size_t(N) * os, kSentinel);
   std::vector<uint32_t> mp(L.mask_offset, 0xffffffffu);  // junk before the mask: must not be read
   mp.insert(mp.end(), mask.begin(), mask.end());
   Buffer qb(ctx, qp.size() * 4), ob(ctx, op.size() * 4), mb(ctx, std::max<size_t>(16, mp.size() * 4));
@@ -144,11 +152,26 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
   a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
   a.causal = mask.empty();
   if (!a.causal) a.mask = &mb, a.mask_offset = L.mask_offset, a.mask_words = words;
+  // Folded: the partial rows start as NaN (a partial read before it is written shows), the
+  // counters as 0, and the counters must be back at 0 after.
+  Buffer part, arrivals;
+  if (fold) {
+    a.wo = fold->wo;
+    part = Buffer(ctx, size_t(N) * attention_o_partials(a, W, cfg) * 4), arrivals = Buffer(ctx, (N + 3) / 4 * 16);
+    part.upload(std::vector<float>(part.size() / 4, NAN));
+    arrivals.upload(std::vector<uint32_t>(arrivals.size() / 4, 0));
+    a.o_part = &part, a.o_arrivals = &arrivals;
+  }
   Sequence seq(ctx);
   seq.begin();
   attention(seq, a, cfg);
   seq.run();
-  return unpad_rows(ob.read<float>(op.size()), N, HD, L.o_offset, os, "o");
+  if (fold) {
+    const auto counts = arrivals.read<uint32_t>(N);
+    CHECK_MESSAGE(std::all_of(counts.begin(), counts.end(), [](uint32_t n) { return n == 0; }),
+                  "the arrival counters are not back to 0");
+  }
+  return unpad_rows(ob.read<float>(op.size()), N, W, L.o_offset, os, fold ? "x" : "o");
 }
 
 struct Variant {
@@ -580,39 +603,12 @@ TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equal
 
 
 namespace {
-// One attention pass with the o-projection folded in (AttentionArgs::wo): x(N, C) given, rows
-// padded past C and offset like the model's; returns x compact and checks nothing outside its
-// rows was written.
+// One folded pass with q and x rows padded and offset like the model's.
 std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv, uint32_t D,
                                    const std::vector<float>& q, const KvLayer& kv, const std::vector<uint32_t>& mask,
                                    uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0) {
-  const uint32_t HD = H * D, C = wo.N, qs = HD + 3, xs = C + 2, xo = 5;
-  const std::vector<float> qp = pad_rows(q, N, HD, 0, qs, -7.0f), xp = pad_rows(x0, N, C, xo, xs, kSentinel);
-  Buffer qb(ctx, qp.size() * 4), xb(ctx, xp.size() * 4), mb(ctx, std::max<size_t>(16, mask.size() * 4));
-  qb.upload(qp);
-  xb.upload(xp);
-  if (!mask.empty()) mb.upload(mask);
-  AttentionArgs a;
-  a.N = N, a.H = H, a.Hkv = Hkv, a.D = D, a.t = t;
-  a.q = Mat{&qb, 0, qs};
-  a.o = Mat{&xb, xo, xs};
-  a.k_cache = kv.k, a.v_cache = kv.v, a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
-  a.causal = mask.empty();
-  if (!a.causal) a.mask = &mb, a.mask_words = words;
-  a.wo = &wo;
-  // The partial rows start as NaN (a partial read before it is written shows), the counters as 0.
-  Buffer part(ctx, size_t(N) * attention_o_partials(a, wo.N) * 4), arrivals(ctx, (N + 3) / 4 * 16);
-  part.upload(std::vector<float>(part.size() / 4, NAN));
-  arrivals.upload(std::vector<uint32_t>(arrivals.size() / 4, 0));
-  a.o_part = &part, a.o_arrivals = &arrivals;
-  Sequence seq(ctx);
-  seq.begin();
-  attention(seq, a);
-  seq.run();
-  const auto counts = arrivals.read<uint32_t>(N);
-  CHECK_MESSAGE(std::all_of(counts.begin(), counts.end(), [](uint32_t n) { return n == 0; }),
-                "the arrival counters are not back to 0");
-  return unpad_rows(xb.read<float>(xp.size()), N, C, xo, xs, "x");
+  const OFold fold{&wo, x0};
+  return run_attention(ctx, {}, N, t, H, Hkv, D, q, *kv.k, *kv.v, mask, words, {0, 3, 5, 2, 0}, kv, &fold);
 }
 }  // namespace
 
