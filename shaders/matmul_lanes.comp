@@ -32,6 +32,9 @@ const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
 const uint XV = 8 * BT;  // a block of x for the tile: 8 texels per activation row
 const uint RB = R * BT;  // accumulators
+const uint XH = 2 * BT;  // q6_K: the tile's sums of x per 16 values
+const uint XB = XS >= 8 ? (8 * BT + XSD - 1) / XSD : 1;  // x texels a lane fetches per 32-value block (tile_x_block)
+uint xsrc_block[XB];
 
 #include "weights.glsl"
 
@@ -176,8 +179,51 @@ void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, i
   }
 }
 
+#if defined(WT_Q6_K)
+// acc(r, b) += sub-block s of a q6_K block's words w against the tile's x, 16 values (one int8
+// scale) at a time. The six bits of four values are assembled in a word at once, each value is
+// then taken in place as 2^(8i)·q (one mask, one conversion, one fused multiply-add), component
+// i of the sum scaled back by 2^(-8i) (exact), and the offset 32 comes off the group's sum:
+// d·sc·(Σ q·x − 32·Σx).
+void q6_dot(uint w[RAW_WORDS], uint s, vec4 xv[XV], float xsum16[XH], uint r, inout float acc[RB]) {
+  const uint h = s / 4, j = s % 4;
+  const float d = unpackHalf2x16(w[52]).x;
+  const uint sc2 = w[48 + 2 * h + j / 2] >> (16 * (j % 2));
+  const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
+  const uvec4 MASK = uvec4(0xffu, 0xff00u, 0xff0000u, 0xff000000u);
+  const vec4 UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
+  [[unroll]] for (uint b = 0; b < BT; ++b)
+    [[unroll]] for (uint g = 0; g < 2; ++g) {
+      vec4 a = vec4(0.0);
+      [[unroll]] for (uint k = 0; k < 4; ++k) {
+        const uint i = 4 * g + k;
+        const uint ql = w[16 * h + 8 * (j % 2) + i], qh = w[32 + 8 * h + i];
+        const uint q = (((j / 2) != 0 ? ql >> 4 : ql) & 0x0f0f0f0fu) | (((qh >> (2 * j)) & 0x03030303u) << 4);
+        a = fma(vec4(ivec4(uvec4(q) & MASK)), xv[8 * b + i], a);
+      }
+      a *= UNSCALE;
+      const float sq = (a.x + a.y) + (a.z + a.w);
+      acc[r * BT + b] += d * (float(g != 0 ? sc1 : sc0) * (sq - 32.0 * xsum16[2 * b + g]));
+    }
+}
+#endif
+
 // The tile's x of block blk, every piece, and with RAW_MIN the sum of each row's 32 values.
+// With a subgroup of 8 or more, the block's 8·BT texels are spread over the lanes at once
+// (xsrc_block): at batch 1 one fetch per lane instead of one per piece.
 void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xv[XV], out float xsum[BT]) {
+  if (XS >= 8) {
+    vec4 xp[XB];
+    [[unroll]] for (uint j = 0; j < XB; ++j) xp[j] = load_x(xsrc_block[j] + blk * 8);
+    const vec4 gp = NORM ? load_g(blk * 8 + (gl_SubgroupInvocationID & 7u)) : vec4(1.0);
+    [[unroll]] for (uint b = 0; b < BT; ++b)
+      [[unroll]] for (uint p = 0; p < 4; ++p) {
+        const uint e = 8 * b + 2 * p;
+        xv[e] = subgroupShuffle(xp[e / XSD], e % XSD);
+        xv[e + 1] = subgroupShuffle(xp[(e + 1) / XSD], (e + 1) % XSD);
+        finish_x8(blk, p, tail, subgroupShuffle(gp, 2 * p), subgroupShuffle(gp, 2 * p + 1), ss[b], xv[e], xv[e + 1]);
+      }
+  } else
   [[unroll]] for (uint p = 0; p < 4; ++p) {
     vec4 xl[BT], xh[BT];
     tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
@@ -230,11 +276,63 @@ void main() {
     const uint i = min(lane + XS * j, 2 * BT - 1);
     xsrc[j] = xrow[i / 2] + (i & 1u);
   }
+  [[unroll]] for (uint j = 0; j < XB; ++j) {
+    const uint e = min(lane + XS * j, 8 * BT - 1);
+    xsrc_block[j] = xrow[e / 8] + e % 8;
+  }
 
   float acc[RB];
   [[unroll]] for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
-#if defined(RAW_SUPER)
+#if defined(WT_Q4_K)
+  // A flat loop over the blocks' four 32-byte quant chunks (sub-blocks 2c and 2c + 1, two texels
+  // of each row), the block's header texel fetched with the first: 9 fetches per 256 values,
+  // and no block's words held whole (36 a row would spill). Each value is one mask, one
+  // conversion and one fused multiply-add: byte i of a word is taken in place, as 2^(8i)·n, and
+  // component i of the running sum is scaled back by 2^(-8i) — exact, powers of two, so the sum
+  // is the one a shift per value would give, bit for bit. Then d·Σn·x − m·Σx per sub-block.
+  // (4096² on 2-thread lavapipe at batch 1: 2.12 ms as whole blocks, 1.24 ms as chunks.)
+  const uint nsb = kb / 8;
+  const uvec4 MASK = uvec4(0xfu, 0xf00u, 0xf0000u, 0xf000000u);
+  const vec4 UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
+  uvec4 h[R];
+  for (uint q = 0; q < nsb * 4; ++q) {
+    const uint sb = q / 4, c = q % 4;
+    uvec4 t[R][2];
+    if (c == 0)
+      [[unroll]] for (uint r = 0; r < R; ++r) h[r] = load_w((rows[r] * nsb + sb) * 9);
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      const uint base = (rows[r] * nsb + sb) * 9;  // 144-byte blocks: 9 texels, the first the header
+      t[r][0] = load_w(base + 1 + 2 * c);
+      t[r][1] = load_w(base + 2 + 2 * c);
+    }
+    [[unroll]] for (uint g = 0; g < 2; ++g) {
+      vec4 xv[XV];
+      float xsum[BT];
+      tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
+      const uint jb = 8 * (2 * (c & 1u) + g);  // bit of sub-block 2c + g's bytes in the scale words
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        // k4_scale_min for sub-block 2c + g, c dynamic.
+        const uint by = (h[r].y >> jb) & 0xffu, bz = (h[r].z >> jb) & 0xffu, bw = (h[r].w >> jb) & 0xffu;
+        const uint sc = c < 2 ? by & 63u : (bw & 0xfu) | ((by >> 6) << 4);
+        const uint mn = c < 2 ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4);
+        const vec2 dd = unpackHalf2x16(h[r].x);
+        precise float dl = dd.x * float(int(sc));
+        precise float ml = dd.y * float(int(mn));
+        [[unroll]] for (uint b = 0; b < BT; ++b) {
+          vec4 a = vec4(0.0);
+          [[unroll]] for (uint i = 0; i < 8; ++i) {
+            const uint w = g != 0 ? t[r][i / 4][i % 4] >> 4 : t[r][i / 4][i % 4];
+            a = fma(vec4(ivec4(uvec4(w) & MASK)), xv[8 * b + i], a);
+          }
+          a *= UNSCALE;
+          const float s = (a.x + a.y) + (a.z + a.w);
+          acc[r * BT + b] += s * dl - ml * xsum[b];
+        }
+      }
+    }
+  }
+#elif defined(RAW_SUPER)
   // Block by block (K is a multiple of 256 here, so there is no tail): every row's block as
   // words first, its 8 sub-blocks then decoded from registers against the tile's x.
   const uint nsb = kb / RAW_SUBS;
@@ -245,11 +343,23 @@ void main() {
       vec4 xv[XV];
       float xsum[BT];
       tile_x_block(sb * RAW_SUBS + s, false, xsrc, xrow, ss, xv, xsum);
+#if defined(WT_Q6_K)
+      float xsum16[XH];  // each 16 values' sum, q6_dot's offset term
+      [[unroll]] for (uint b = 0; b < BT; ++b)
+        [[unroll]] for (uint g = 0; g < 2; ++g) {
+          const vec4 t = (xv[8 * b + 4 * g] + xv[8 * b + 4 * g + 1]) + (xv[8 * b + 4 * g + 2] + xv[8 * b + 4 * g + 3]);
+          xsum16[2 * b + g] = (t.x + t.y) + (t.z + t.w);
+        }
+#endif
       [[unroll]] for (uint r = 0; r < R; ++r) {
+#if defined(WT_Q6_K)
+        q6_dot(w[r], s, xv, xsum16, r, acc);
+#else
         vec4 n[8];
         float d, m;
         decode_words(w[r], s, n, d, m);
         raw_dot(n, d, m, xv, xsum, r, acc);
+#endif
       }
     }
   }

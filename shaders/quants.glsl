@@ -221,7 +221,7 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
 // Whole 256-value blocks as words, for kernels that walk a row block by block (matmul_lanes.comp
 // on CPU rasterizers, where a texel fetch is a per-lane gather that costs far more than the
 // arithmetic it feeds): one block is RAW_TEXELS fetches, then its 8 sub-blocks decode from
-// registers — 9 fetches per 256 q4_K values instead of 24, 15 per 256 q6_K values instead of 64.
+// registers — 12 fetches per 256 q5_K values instead of 40, 15 per 256 q6_K values instead of 64.
 #define RAW_SUPER
 const uint RAW_WORDS = (RAW_BYTES + 3) / 4;
 const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from any of a texel's 4 words
@@ -251,9 +251,10 @@ void raw_block_words(uint b, out uint w[RAW_WORDS]) {
 
 // Sub-block s (a constant where the caller unrolls) of a block's words as integers n and
 // factors: value 4i + c is n[i][c]·d − m, with the same float operations as decode_raw.
+// (matmul_lanes.comp reads q4_K by chunks and decodes q6_K in its own q6_dot.)
 void decode_words(uint w[RAW_WORDS], uint s, out vec4 n[8], out float d, out float m) {
   m = 0.0;
-#if defined(WT_Q4_K) || defined(WT_Q5_K)
+#if defined(WT_Q5_K)
   const vec2 dd = unpackHalf2x16(w[0]);
   float sc, mn;
   k4_scale_min(uvec4(w[0], w[1], w[2], w[3]), s, sc, mn);
@@ -262,27 +263,10 @@ void decode_words(uint w[RAW_WORDS], uint s, out vec4 n[8], out float d, out flo
   d = dl;
   m = ml;
   [[unroll]] for (uint i = 0; i < 8; ++i) {
-#if defined(WT_Q4_K)
-    const uint q = w[4 + 8 * (s / 2) + i];
-#else
     const uint q = w[12 + 8 * (s / 2) + i];
-#endif
     uvec4 v = (s & 1u) != 0 ? hi4(q) : lo4(q);
-#if defined(WT_Q5_K)
     v |= bit4(w[4 + i], s) << 4;
-#endif
     n[i] = vec4(ivec4(v));
-  }
-#elif defined(WT_Q6_K)
-  const uint h = s / 4, j = s % 4;
-  d = unpackHalf2x16(w[52]).x;
-  const uint sc2 = w[48 + 2 * h + j / 2] >> (16 * (j % 2));  // int8 scales of values 0..15 and 16..31
-  const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
-  [[unroll]] for (uint i = 0; i < 8; ++i) {
-    const uint ql = w[16 * h + 8 * (j % 2) + i];
-    const uvec4 lo = (j / 2) != 0 ? hi4(ql) : lo4(ql);
-    const uvec4 hi = (bytes4(w[32 + 8 * h + i]) >> (2 * j)) & 3u;
-    n[i] = vec4((ivec4(lo | (hi << 4)) - 32) * (i < 4 ? sc0 : sc1));
   }
 #elif defined(WT_Q3_K)
   const uint h = s / 4, j = s % 4;
