@@ -160,14 +160,16 @@ void tile_x(uint blk, uint p, bool tail, uint xsrc[XT], uint xrow[BT], inout flo
   }
 }
 
-#if !defined(PIECES) && !defined(WT_Q8_0) && !defined(RAW_SUPER)
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+#define RAW_CHUNKS  // 32-byte chunks of 256-value blocks (main)
+#elif !defined(PIECES) && !defined(WT_Q8_0) && !defined(RAW_SUPER)
 #define RAW_BLOCKS  // q4_0, q5_0, q5_1: one 32-value block at a time
 #endif
 
 // acc(r, b) += the dot of file-block sub-block s of every row's words (RAW_SUPER) or of block
 // blk (RAW_BLOCKS) with the tile's x of that block, xv(b, 8 texels). Values are n·d − m
 // (quants.glsl), so a row costs d·Σn·x − m·Σx: Σx is the rows' common part.
-#if defined(RAW_SUPER) || defined(RAW_BLOCKS)
+#if defined(RAW_SUPER) || defined(RAW_BLOCKS) || defined(RAW_CHUNKS)
 void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, inout float acc[RB]) {
   [[unroll]] for (uint b = 0; b < BT; ++b) {
     // Four running sums (one per vector component) by fused multiply-adds, then added in pairs:
@@ -284,27 +286,42 @@ void main() {
   float acc[RB];
   [[unroll]] for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
-#if defined(WT_Q4_K)
+#if defined(RAW_CHUNKS)
   // A flat loop over the blocks' four 32-byte quant chunks (sub-blocks 2c and 2c + 1, two texels
-  // of each row), the block's header texel fetched with the first: 9 fetches per 256 values,
-  // and no block's words held whole (36 a row would spill). Each value is one mask, one
-  // conversion and one fused multiply-add: byte i of a word is taken in place, as 2^(8i)·n, and
-  // component i of the running sum is scaled back by 2^(-8i) — exact, powers of two, so the sum
-  // is the one a shift per value would give, bit for bit. Then d·Σn·x − m·Σx per sub-block.
-  // (4096² on 2-thread lavapipe at batch 1: 2.12 ms as whole blocks, 1.24 ms as chunks.)
-  const uint nsb = kb / 8;
+  // of each row), the block's header texel (and q5_K's two texels of fifth bits) fetched with
+  // the first: 9 (11) fetches per 256 values, and no block's words held whole (36 or 44 a row
+  // would spill). Each value is one mask, one conversion and one fused multiply-add: byte i of a
+  // word is taken in place, as 2^(8i)·n, and component i of the running sum is scaled back by
+  // 2^(-8i) — exact, powers of two, so the sum is the one a shift per value would give, bit for
+  // bit. Then d·Σn·x − m·Σx per sub-block. (4096² on lavapipe at batch 1, whole blocks →
+  // chunks: q4_K 2.12 → 1.24 ms on 2 threads, q5_K 4.0–5.7 → 3.1–3.4 ms on one.)
+#if defined(WT_Q5_K)
+  const uint QS = 3;  // texels before the quants: header, 32 bytes of fifth bits
+  const uvec4 MASK = uvec4(0xffu, 0xff00u, 0xff0000u, 0xff000000u);
+  uvec4 qh[R][2];
+#else
+  const uint QS = 1;
   const uvec4 MASK = uvec4(0xfu, 0xf00u, 0xf0000u, 0xf000000u);
+#endif
+  const uint nsb = kb / 8, TB = RAW_BYTES / 16;  // texels a block
   const vec4 UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
   uvec4 h[R];
   for (uint q = 0; q < nsb * 4; ++q) {
     const uint sb = q / 4, c = q % 4;
     uvec4 t[R][2];
     if (c == 0)
-      [[unroll]] for (uint r = 0; r < R; ++r) h[r] = load_w((rows[r] * nsb + sb) * 9);
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        const uint base = (rows[r] * nsb + sb) * TB;
+        h[r] = load_w(base);
+#if defined(WT_Q5_K)
+        qh[r][0] = load_w(base + 1);
+        qh[r][1] = load_w(base + 2);
+#endif
+      }
     [[unroll]] for (uint r = 0; r < R; ++r) {
-      const uint base = (rows[r] * nsb + sb) * 9;  // 144-byte blocks: 9 texels, the first the header
-      t[r][0] = load_w(base + 1 + 2 * c);
-      t[r][1] = load_w(base + 2 + 2 * c);
+      const uint base = (rows[r] * nsb + sb) * TB;
+      t[r][0] = load_w(base + QS + 2 * c);
+      t[r][1] = load_w(base + QS + 1 + 2 * c);
     }
     [[unroll]] for (uint g = 0; g < 2; ++g) {
       vec4 xv[XV];
@@ -322,8 +339,14 @@ void main() {
         [[unroll]] for (uint b = 0; b < BT; ++b) {
           vec4 a = vec4(0.0);
           [[unroll]] for (uint i = 0; i < 8; ++i) {
-            const uint w = g != 0 ? t[r][i / 4][i % 4] >> 4 : t[r][i / 4][i % 4];
-            a = fma(vec4(ivec4(uvec4(w) & MASK)), xv[8 * b + i], a);
+            const uint w = t[r][i / 4][i % 4];
+#if defined(WT_Q5_K)
+            const uint n = ((g != 0 ? w >> 4 : w) & 0x0f0f0f0fu) | (((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4);
+            const uvec4 v = uvec4(n) & MASK;
+#else
+            const uvec4 v = uvec4(g != 0 ? w >> 4 : w) & MASK;
+#endif
+            a = fma(vec4(ivec4(v)), xv[8 * b + i], a);
           }
           a *= UNSCALE;
           const float s = (a.x + a.y) + (a.z + a.w);

@@ -217,11 +217,12 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
 #endif
 }
 
-#if defined(WT_Q3_K) || defined(WT_Q4_K) || defined(WT_Q5_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
+#if defined(WT_Q3_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
 // Whole 256-value blocks as words, for kernels that walk a row block by block (matmul_lanes.comp
 // on CPU rasterizers, where a texel fetch is a per-lane gather that costs far more than the
 // arithmetic it feeds): one block is RAW_TEXELS fetches, then its 8 sub-blocks decode from
-// registers — 12 fetches per 256 q5_K values instead of 40, 15 per 256 q6_K values instead of 64.
+// registers — 15 fetches per 256 q6_K values instead of 64. (q4_K and q5_K, whose blocks start
+// on a texel, are read by matmul_lanes.comp in 32-byte chunks instead: their words would spill.)
 #define RAW_SUPER
 const uint RAW_WORDS = (RAW_BYTES + 3) / 4;
 const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from any of a texel's 4 words
@@ -231,10 +232,6 @@ const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from
 void raw_block_words(uint b, out uint w[RAW_WORDS]) {
   uvec4 t[RAW_TEXELS];
   [[unroll]] for (uint i = 0; i < RAW_TEXELS; ++i) t[i] = load_w((b >> 4) + i);
-#if defined(WT_Q4_K) || defined(WT_Q5_K)
-  // 144- and 176-byte blocks, rows a whole number of them: every block starts on a texel.
-  [[unroll]] for (uint k = 0; k < RAW_WORDS; ++k) w[k] = t[k / 4][k % 4];
-#else
   const uint q = (b >> 2) & 3u;
   const bool odd = (b & 2u) != 0;
   [[unroll]] for (uint k = 0; k < RAW_WORDS; ++k) {
@@ -246,29 +243,14 @@ void raw_block_words(uint b, out uint w[RAW_WORDS]) {
     const uint hi = q == 0u ? a1 : q == 1u ? a2 : q == 2u ? a3 : a4;
     w[k] = odd ? (lo >> 16) | (hi << 16) : lo;
   }
-#endif
 }
 
 // Sub-block s (a constant where the caller unrolls) of a block's words as integers n and
 // factors: value 4i + c is n[i][c]·d − m, with the same float operations as decode_raw.
-// (matmul_lanes.comp reads q4_K by chunks and decodes q6_K in its own q6_dot.)
+// (matmul_lanes.comp decodes q6_K in its own q6_dot.)
 void decode_words(uint w[RAW_WORDS], uint s, out vec4 n[8], out float d, out float m) {
   m = 0.0;
-#if defined(WT_Q5_K)
-  const vec2 dd = unpackHalf2x16(w[0]);
-  float sc, mn;
-  k4_scale_min(uvec4(w[0], w[1], w[2], w[3]), s, sc, mn);
-  precise float dl = dd.x * sc;
-  precise float ml = dd.y * mn;
-  d = dl;
-  m = ml;
-  [[unroll]] for (uint i = 0; i < 8; ++i) {
-    const uint q = w[12 + 8 * (s / 2) + i];
-    uvec4 v = (s & 1u) != 0 ? hi4(q) : lo4(q);
-    v |= bit4(w[4 + i], s) << 4;
-    n[i] = vec4(ivec4(v));
-  }
-#elif defined(WT_Q3_K)
+#if defined(WT_Q3_K)
   const uint h = s / 4, j = s % 4;
   d = unpackHalf2x16(w[27]).x;
   int sc[2];

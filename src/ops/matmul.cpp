@@ -325,18 +325,18 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
       MatmulLanesSpec cs = spec;
       const uint32_t block = weight_type_block(c.type);
       if (block > 1 && c.type != WeightType::Q8_0 && !cfg.batch_tile) cs.bt = lanes_batch_tile(B, kBlockBatchTile);
-      // 256-value file blocks keep each row's whole block in registers (the shader's RAW_SUPER
-      // path, unrolled over its 8 sub-blocks): more rows per lane spill and multiply the
-      // shader's size, and with it the driver's compile time.
+      // 256-value file blocks keep each row's whole block (q3_K, q6_K, iq4_xs) or a 32-byte
+      // chunk of it (q4_K, q5_K) in registers, unrolled over its sub-blocks: more rows per lane
+      // spill and multiply the shader's size, and with it the driver's compile time.
       if (block == 256) {
         cs.r = std::min(cs.r, kSuperBlockRows);
         cs.bt = std::min(cs.bt, kSuperBlockRows);
-        // q4_K and q6_K at batch 1 keep 2 rows a lane: their x (one fetch and 8 shuffles a
-        // 32-value block) is then shared by fewer rows, but 4 rows' words spill (4096² on
+        // q4_K, q5_K and q6_K at batch 1 keep 2 rows a lane: their x (one fetch and 8 shuffles
+        // a 32-value block) is then shared by fewer rows, but 4 rows' words spill (4096² on
         // single-threaded lavapipe, 2 vs 4 rows: q4_K 2.34 vs 2.65 ms, q6_K 3.11 vs 3.33 ms).
         // From 4 batch rows on, q6_K gains from 4 (B = 16: 14.3 vs 16.5 ms on 2 threads).
         // A row's sum is the same whatever the rows beside it, so B may choose.
-        if (c.type == WeightType::Q4_K || (c.type == WeightType::Q6_K && B < 4)) cs.r = std::min(cs.r, 2u);
+        if (c.type == WeightType::Q4_K || c.type == WeightType::Q5_K || (c.type == WeightType::Q6_K && B < 4)) cs.r = std::min(cs.r, 2u);
       }
       cs.xt = shuffle ? (2 * cs.bt + S - 1) / S : 1;
       if (fold_glu || rk) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows / RoPE pairs
