@@ -33,6 +33,9 @@ const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is
 const uint XV = 8 * BT;  // a block of x for the tile: 8 texels per activation row
 const uint RB = R * BT;  // accumulators
 const uint XH = 2 * BT;  // q6_K: the tile's sums of x per 16 values
+// Byte i of a word in place (2^(8i)·n) and the factor that takes 2^(8i) off a sum of such products.
+const uvec4 BYTE_MASK = uvec4(0xffu, 0xff00u, 0xff0000u, 0xff000000u);
+const vec4 BYTE_UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
 const uint XB = XS >= 8 ? (8 * BT + XSD - 1) / XSD : 1;  // x texels a lane fetches per 32-value block (tile_x_block)
 uint xsrc_block[XB];
 
@@ -192,8 +195,6 @@ void q6_dot(uint w[RAW_WORDS], uint s, vec4 xv[XV], float xsum16[XH], uint r, in
   const float d = unpackHalf2x16(w[52]).x;
   const uint sc2 = w[48 + 2 * h + j / 2] >> (16 * (j % 2));
   const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
-  const uvec4 MASK = uvec4(0xffu, 0xff00u, 0xff0000u, 0xff000000u);
-  const vec4 UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
   [[unroll]] for (uint b = 0; b < BT; ++b)
     [[unroll]] for (uint g = 0; g < 2; ++g) {
       vec4 a = vec4(0.0);
@@ -201,9 +202,9 @@ void q6_dot(uint w[RAW_WORDS], uint s, vec4 xv[XV], float xsum16[XH], uint r, in
         const uint i = 4 * g + k;
         const uint ql = w[16 * h + 8 * (j % 2) + i], qh = w[32 + 8 * h + i];
         const uint q = (((j / 2) != 0 ? ql >> 4 : ql) & 0x0f0f0f0fu) | (((qh >> (2 * j)) & 0x03030303u) << 4);
-        a = fma(vec4(ivec4(uvec4(q) & MASK)), xv[8 * b + i], a);
+        a = fma(vec4(ivec4(uvec4(q) & BYTE_MASK)), xv[8 * b + i], a);
       }
-      a *= UNSCALE;
+      a *= BYTE_UNSCALE;
       const float sq = (a.x + a.y) + (a.z + a.w);
       acc[r * BT + b] += d * (float(g != 0 ? sc1 : sc0) * (sq - 32.0 * xsum16[2 * b + g]));
     }
@@ -297,14 +298,11 @@ void main() {
   // chunks: q4_K 2.12 → 1.24 ms on 2 threads, q5_K 4.0–5.7 → 3.1–3.4 ms on one.)
 #if defined(WT_Q5_K)
   const uint QS = 3;  // texels before the quants: header, 32 bytes of fifth bits
-  const uvec4 MASK = uvec4(0xffu, 0xff00u, 0xff0000u, 0xff000000u);
   uvec4 qh[R][2];
 #else
   const uint QS = 1;
-  const uvec4 MASK = uvec4(0xfu, 0xf00u, 0xf0000u, 0xf000000u);
 #endif
   const uint nsb = kb / 8, TB = RAW_BYTES / 16;  // texels a block
-  const vec4 UNSCALE = vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 16777216.0);
   uvec4 h[R];
   for (uint q = 0; q < nsb * 4; ++q) {
     const uint sb = q / 4, c = q % 4;
@@ -327,28 +325,23 @@ void main() {
       vec4 xv[XV];
       float xsum[BT];
       tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
-      const uint jb = 8 * (2 * (c & 1u) + g);  // bit of sub-block 2c + g's bytes in the scale words
       [[unroll]] for (uint r = 0; r < R; ++r) {
-        // k4_scale_min for sub-block 2c + g, c dynamic.
-        const uint by = (h[r].y >> jb) & 0xffu, bz = (h[r].z >> jb) & 0xffu, bw = (h[r].w >> jb) & 0xffu;
-        const uint sc = c < 2 ? by & 63u : (bw & 0xfu) | ((by >> 6) << 4);
-        const uint mn = c < 2 ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4);
+        float sc, mn;
+        k4_scale_min(h[r], 2 * c + g, sc, mn);
         const vec2 dd = unpackHalf2x16(h[r].x);
-        precise float dl = dd.x * float(int(sc));
-        precise float ml = dd.y * float(int(mn));
+        precise float dl = dd.x * sc;
+        precise float ml = dd.y * mn;
         [[unroll]] for (uint b = 0; b < BT; ++b) {
           vec4 a = vec4(0.0);
           [[unroll]] for (uint i = 0; i < 8; ++i) {
             const uint w = t[r][i / 4][i % 4];
+            uint n = (g != 0 ? w >> 4 : w) & 0x0f0f0f0fu;
 #if defined(WT_Q5_K)
-            const uint n = ((g != 0 ? w >> 4 : w) & 0x0f0f0f0fu) | (((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4);
-            const uvec4 v = uvec4(n) & MASK;
-#else
-            const uvec4 v = uvec4(g != 0 ? w >> 4 : w) & MASK;
+            n |= ((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4;
 #endif
-            a = fma(vec4(ivec4(v)), xv[8 * b + i], a);
+            a = fma(vec4(ivec4(uvec4(n) & BYTE_MASK)), xv[8 * b + i], a);
           }
-          a *= UNSCALE;
+          a *= BYTE_UNSCALE;
           const float s = (a.x + a.y) + (a.z + a.w);
           acc[r * BT + b] += s * dl - ml * xsum[b];
         }

@@ -85,16 +85,15 @@ uvec4 bit4(uint w, uint bit) { return (uvec4(w) >> (uvec4(0, 8, 16, 24) + bit)) 
 uvec4 bits_from(uint x, uint j) { return (uvec4(x) >> (uvec4(0, 1, 2, 3) + j)) & 1u; }
 
 #if defined(WT_Q4_K) || defined(WT_Q5_K)
-// The 6-bit scale and min of sub-block j from the 12 packed bytes (texel words y, z, w).
-uint k4_byte(uvec4 h, uint i) { return (h[1 + i / 4] >> (8 * (i % 4))) & 0xffu; }
+// The 6-bit scale and min of sub-block j from the 12 packed bytes (texel words y, z, w): bytes
+// 0-3 hold the low 6 bits of scales 0-3 (and the top 2 bits of scales 4-7), bytes 4-7 the same
+// for the mins, bytes 8-11 the low 4 bits of scales and mins 4-7. Written with selects on j
+// rather than an indexed byte: j may be dynamic (matmul_lanes.comp's chunk loop).
 void k4_scale_min(uvec4 h, uint j, out float sc, out float m) {
-  if (j < 4) {
-    sc = float(int(k4_byte(h, j) & 63u));
-    m = float(int(k4_byte(h, j + 4) & 63u));
-  } else {
-    sc = float(int((k4_byte(h, j + 4) & 0xfu) | ((k4_byte(h, j - 4) >> 6) << 4)));
-    m = float(int((k4_byte(h, j + 4) >> 4) | ((k4_byte(h, j) >> 6) << 4)));
-  }
+  const uint jb = 8 * (j & 3u);
+  const uint by = (h.y >> jb) & 0xffu, bz = (h.z >> jb) & 0xffu, bw = (h.w >> jb) & 0xffu;
+  sc = float(int(j < 4 ? by & 63u : (bw & 0xfu) | ((by >> 6) << 4)));
+  m = float(int(j < 4 ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4)));
 }
 #endif
 
