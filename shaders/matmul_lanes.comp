@@ -173,6 +173,7 @@ void tile_x(uint blk, uint p, bool tail, uint xsrc[XT], uint xrow[BT], inout flo
 // blk (RAW_BLOCKS) with the tile's x of that block, xv(b, 8 texels). Values are n·d − m
 // (quants.glsl), so a row costs d·Σn·x − m·Σx: Σx is the rows' common part.
 #if defined(RAW_SUPER) || defined(RAW_BLOCKS) || defined(RAW_CHUNKS)
+#if !defined(RAW_CHUNKS)
 void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, inout float acc[RB]) {
   [[unroll]] for (uint b = 0; b < BT; ++b) {
     // Four running sums (one per vector component) by fused multiply-adds, then added in pairs:
@@ -183,6 +184,7 @@ void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, i
     acc[r * BT + b] += RAW_MIN ? s * d - m * xsum[b] : s * d;
   }
 }
+#endif
 
 #if defined(WT_Q6_K)
 // acc(r, b) += sub-block s of a q6_K block's words w against the tile's x, 16 values (one int8
