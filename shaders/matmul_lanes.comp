@@ -215,32 +215,113 @@ void q6_dot(uint w[RAW_WORDS], uint s, vec4 xv[XV], float xsum16[XH], uint r, in
 
 // The tile's x of block blk, every piece, and with RAW_MIN the sum of each row's 32 values.
 // With a subgroup of 8 or more, the block's 8·BT texels are spread over the lanes at once
-// (xsrc_block): at batch 1 one fetch per lane instead of one per piece.
+// (xsrc_block): at batch 1 one fetch per lane instead of one per piece. Each lane then readies
+// its own texel — the tail mask, its squares for the norm, the norm's weight, its sum — and the
+// tile takes texels and sums by shuffles: the same operations on the same values as readying
+// every texel in every lane after the shuffle (finish_x8), so the same bits, once a subgroup.
 void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xv[XV], out float xsum[BT]) {
+  [[unroll]] for (uint b = 0; b < BT; ++b) xsum[b] = 0.0;
   if (XS >= 8) {
+    const uint t8 = gl_SubgroupInvocationID & 7u;  // the lane's texel of its row (XS is a multiple of 8)
+    vec4 g = NORM ? load_g(blk * 8 + t8) : vec4(1.0);
+    const uint k = blk * 32 + 4 * t8;
+    const bvec4 in_k = lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K));
+    if (tail) g = mix(vec4(0.0), g, in_k);
     vec4 xp[XB];
-    [[unroll]] for (uint j = 0; j < XB; ++j) xp[j] = load_x(xsrc_block[j] + blk * 8);
-    const vec4 gp = NORM ? load_g(blk * 8 + (gl_SubgroupInvocationID & 7u)) : vec4(1.0);
-    [[unroll]] for (uint b = 0; b < BT; ++b)
-      [[unroll]] for (uint p = 0; p < 4; ++p) {
-        const uint e = 8 * b + 2 * p;
-        xv[e] = subgroupShuffle(xp[e / XSD], e % XSD);
-        xv[e + 1] = subgroupShuffle(xp[(e + 1) / XSD], (e + 1) % XSD);
-        finish_x8(blk, p, tail, subgroupShuffle(gp, 2 * p), subgroupShuffle(gp, 2 * p + 1), ss[b], xv[e], xv[e + 1]);
-      }
-  } else
-  [[unroll]] for (uint p = 0; p < 4; ++p) {
-    vec4 xl[BT], xh[BT];
-    tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
-    [[unroll]] for (uint b = 0; b < BT; ++b) {
-      xv[8 * b + 2 * p] = xl[b];
-      xv[8 * b + 2 * p + 1] = xh[b];
+    float sq[XB], sx[XB];
+    [[unroll]] for (uint j = 0; j < XB; ++j) {
+      xp[j] = load_x(xsrc_block[j] + blk * 8);
+      if (tail) xp[j] = mix(vec4(0.0), xp[j], in_k);
+      sq[j] = NORM ? dot(xp[j], xp[j]) : 0.0;
+      if (NORM) xp[j] *= g;
+      sx[j] = RAW_MIN ? dot(xp[j], vec4(1.0)) : 0.0;
     }
+    [[unroll]] for (uint b = 0; b < BT; ++b)
+      [[unroll]] for (uint i = 0; i < 8; ++i) {
+        const uint e = 8 * b + i;
+        xv[e] = subgroupShuffle(xp[e / XSD], e % XSD);
+        if (NORM && i % 2 == 1)
+          ss[b] += subgroupShuffle(sq[(e - 1) / XSD], (e - 1) % XSD) + subgroupShuffle(sq[e / XSD], e % XSD);
+        if (RAW_MIN) xsum[b] += subgroupShuffle(sx[e / XSD], e % XSD);
+      }
+  } else {
+    [[unroll]] for (uint p = 0; p < 4; ++p) {
+      vec4 xl[BT], xh[BT];
+      tile_x(blk, p, tail, xsrc, xrow, ss, xl, xh);
+      [[unroll]] for (uint b = 0; b < BT; ++b) {
+        xv[8 * b + 2 * p] = xl[b];
+        xv[8 * b + 2 * p + 1] = xh[b];
+      }
+    }
+    [[unroll]] for (uint b = 0; b < BT; ++b)
+      if (RAW_MIN)
+        [[unroll]] for (uint i = 0; i < 8; ++i) xsum[b] += dot(xv[8 * b + i], vec4(1.0));
   }
-  [[unroll]] for (uint b = 0; b < BT; ++b) {
-    xsum[b] = 0.0;
-    if (RAW_MIN)
-      [[unroll]] for (uint i = 0; i < 8; ++i) xsum[b] += dot(xv[8 * b + i], vec4(1.0));
+}
+#endif
+
+#if defined(RAW_CHUNKS)
+// q4_K / q5_K: 32-byte quant chunks (sub-blocks 2c and 2c + 1, two texels of each row) of 256-value
+// blocks whose header texel (and q5_K's two texels of fifth bits) is fetched once a block: 9 (11)
+// fetches per 256 values, and no block's words held whole (36 or 44 a row would spill). Each value
+// is one mask, one conversion and one fused multiply-add: byte i of a word is taken in place, as
+// 2^(8i)·n, and component i of the running sum is scaled back by 2^(-8i) — exact, powers of two, so
+// the sum is the one a shift per value would give, bit for bit. Then d·Σn·x − m·Σx per sub-block.
+// (4096² on lavapipe at batch 1, whole blocks → chunks: q4_K 2.12 → 1.24 ms on 2 threads, q5_K
+// 4.0–5.7 → 3.1–3.4 ms on one.)
+#if defined(WT_Q5_K)
+const uint QS = 3;  // texels before the quants: header, 32 bytes of fifth bits
+#else
+const uint QS = 1;
+#endif
+const uint TB = RAW_BYTES / 16;  // texels a block
+
+void chunk_header(uint rows[R], uint nsb, uint sb, out uvec4 h[R], out uvec4 qh[R][2]) {
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    const uint base = (rows[r] * nsb + sb) * TB;
+    h[r] = load_w(base);
+#if defined(WT_Q5_K)
+    qh[r][0] = load_w(base + 1);
+    qh[r][1] = load_w(base + 2);
+#else
+    qh[r][0] = qh[r][1] = uvec4(0);
+#endif
+  }
+}
+
+void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][2], uint xsrc[XT], uint xrow[BT],
+               inout float ss[BT], inout float acc[RB]) {
+  uvec4 t[R][2];
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    const uint base = (rows[r] * nsb + sb) * TB;
+    t[r][0] = load_w(base + QS + 2 * c);
+    t[r][1] = load_w(base + QS + 1 + 2 * c);
+  }
+  [[unroll]] for (uint g = 0; g < 2; ++g) {
+    vec4 xv[XV];
+    float xsum[BT];
+    tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      float sc, mn;
+      k4_scale_min(h[r], 2 * c + g, sc, mn);
+      const vec2 dd = unpackHalf2x16(h[r].x);
+      precise float dl = dd.x * sc;
+      precise float ml = dd.y * mn;
+      [[unroll]] for (uint b = 0; b < BT; ++b) {
+        vec4 a = vec4(0.0);
+        [[unroll]] for (uint i = 0; i < 8; ++i) {
+          const uint w = t[r][i / 4][i % 4];
+          uint n = (g != 0 ? w >> 4 : w) & 0x0f0f0f0fu;
+#if defined(WT_Q5_K)
+          n |= ((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4;
+#endif
+          a = fma(vec4(ivec4(uvec4(n) & BYTE_MASK)), xv[8 * b + i], a);
+        }
+        a *= BYTE_UNSCALE;
+        const float s = (a.x + a.y) + (a.z + a.w);
+        acc[r * BT + b] += s * dl - ml * xsum[b];
+      }
+    }
   }
 }
 #endif
@@ -290,64 +371,22 @@ void main() {
   [[unroll]] for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
 #if defined(RAW_CHUNKS)
-  // A flat loop over the blocks' four 32-byte quant chunks (sub-blocks 2c and 2c + 1, two texels
-  // of each row), the block's header texel (and q5_K's two texels of fifth bits) fetched with
-  // the first: 9 (11) fetches per 256 values, and no block's words held whole (36 or 44 a row
-  // would spill). Each value is one mask, one conversion and one fused multiply-add: byte i of a
-  // word is taken in place, as 2^(8i)·n, and component i of the running sum is scaled back by
-  // 2^(-8i) — exact, powers of two, so the sum is the one a shift per value would give, bit for
-  // bit. Then d·Σn·x − m·Σx per sub-block. (4096² on lavapipe at batch 1, whole blocks →
-  // chunks: q4_K 2.12 → 1.24 ms on 2 threads, q5_K 4.0–5.7 → 3.1–3.4 ms on one.)
-#if defined(WT_Q5_K)
-  const uint QS = 3;  // texels before the quants: header, 32 bytes of fifth bits
-  uvec4 qh[R][2];
-#else
-  const uint QS = 1;
-#endif
-  const uint nsb = kb / 8, TB = RAW_BYTES / 16;  // texels a block
-  uvec4 h[R];
-  for (uint q = 0; q < nsb * 4; ++q) {
-    const uint sb = q / 4, c = q % 4;
-    uvec4 t[R][2];
-    if (c == 0)
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        const uint base = (rows[r] * nsb + sb) * TB;
-        h[r] = load_w(base);
-#if defined(WT_Q5_K)
-        qh[r][0] = load_w(base + 1);
-        qh[r][1] = load_w(base + 2);
-#endif
-      }
-    [[unroll]] for (uint r = 0; r < R; ++r) {
-      const uint base = (rows[r] * nsb + sb) * TB;
-      t[r][0] = load_w(base + QS + 2 * c);
-      t[r][1] = load_w(base + QS + 1 + 2 * c);
+  // Blocks' four 32-byte quant chunks in order, the block's header (chunk_header) fetched with
+  // the first. At batch 1 the chunks are unrolled, so each sub-block's scale and min unpack by
+  // constant shifts (4096² q4_K, single-threaded lavapipe: 2.33 → 2.25 ms); with more batch rows
+  // the unrolled body spills (batch 16: 23.2 → 29.1 ms), so one flat loop walks them there.
+  const uint nsb = kb / 8;
+  uvec4 h[R], qh[R][2];
+  if (BT == 1) {
+    for (uint sb = 0; sb < nsb; ++sb) {
+      chunk_header(rows, nsb, sb, h, qh);
+      [[unroll]] for (uint c = 0; c < 4; ++c) chunk_dot(rows, nsb, sb, c, h, qh, xsrc, xrow, ss, acc);
     }
-    [[unroll]] for (uint g = 0; g < 2; ++g) {
-      vec4 xv[XV];
-      float xsum[BT];
-      tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        float sc, mn;
-        k4_scale_min(h[r], 2 * c + g, sc, mn);
-        const vec2 dd = unpackHalf2x16(h[r].x);
-        precise float dl = dd.x * sc;
-        precise float ml = dd.y * mn;
-        [[unroll]] for (uint b = 0; b < BT; ++b) {
-          vec4 a = vec4(0.0);
-          [[unroll]] for (uint i = 0; i < 8; ++i) {
-            const uint w = t[r][i / 4][i % 4];
-            uint n = (g != 0 ? w >> 4 : w) & 0x0f0f0f0fu;
-#if defined(WT_Q5_K)
-            n |= ((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4;
-#endif
-            a = fma(vec4(ivec4(uvec4(n) & BYTE_MASK)), xv[8 * b + i], a);
-          }
-          a *= BYTE_UNSCALE;
-          const float s = (a.x + a.y) + (a.z + a.w);
-          acc[r * BT + b] += s * dl - ml * xsum[b];
-        }
-      }
+  } else {
+    for (uint q = 0; q < nsb * 4; ++q) {
+      const uint sb = q / 4, c = q % 4;
+      if (c == 0) chunk_header(rows, nsb, sb, h, qh);
+      chunk_dot(rows, nsb, sb, c, h, qh, xsrc, xrow, ss, acc);
     }
   }
 #elif defined(RAW_SUPER)
