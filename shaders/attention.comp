@@ -7,6 +7,7 @@
 //
 // Keys are visited in *logical position* order: positions 0..t-1 are slots 0..t-1, position
 // t + e is the row's ancestor at depth e (the e-th set mask bit, since parents come first).
+// With a sliding window W, a row at position p sees positions p - W + 1 .. p only.
 // Chunks of WG positions are reduced in a fixed order, so a node's output is bit-identical to
 // the output one-token decoding computes at the same position: speculative decoding stays exact.
 //
@@ -53,6 +54,7 @@ layout(push_constant) uniform Push {
   float scale;       // 1/sqrt(D)
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
   uint k_base, v_base;  // the layer's first K / V value in its buffer
+  uint window;          // sliding window: a row sees the last `window` positions up to its own; 0 = all
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
@@ -83,6 +85,9 @@ void main() {
   barrier();
   const uint n_tree = pc.causal != 0 ? i + 1 : n_anc;
   const uint n_keys = t_ctx + n_tree;
+  // The row's own position is n_keys - 1; a sliding window starts the walk at the first key it
+  // sees, so chunks (and their reduction order) are still fixed by the row's position alone.
+  const uint first = pc.window != 0 && n_keys > pc.window ? n_keys - pc.window : 0;
 
   float m = -1.0 / 0.0, l = 0.0;
   // Each lane owns output dims d = lid, lid + WG, ... (at most DMAX / WG of them).
@@ -90,7 +95,7 @@ void main() {
   float acc[(DMAX + WG - 1) / WG];
   for (uint r = 0; r < DPL; ++r) acc[r] = 0.0;
 
-  for (uint base = 0; base < n_keys; base += WG) {
+  for (uint base = first; base < n_keys; base += WG) {
     const uint pos = base + lid;
     float s = -1.0 / 0.0;
     if (pos < n_keys) {

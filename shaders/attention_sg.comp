@@ -126,6 +126,7 @@ layout(push_constant) uniform Push {
   float scale;       // 1/sqrt(D)
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
   uint k_base, v_base;  // the layer's first K / V value in its buffer
+  uint window;          // sliding window: a row sees the last `window` positions up to its own; 0 = all
 #ifdef O_PROJ
   uint C;  // W_o rows: the residual stream's width
 #endif
@@ -161,6 +162,9 @@ void attend(uint i, uint h0) {
     for (uint w = 0; w < pc.mask_words; ++w) n_tree += uint(bitCount(mask[pc.mask_offset + i * pc.mask_words + w]));
   }
   const uint n_keys = t_ctx + n_tree;
+  // The row's own position is n_keys - 1; a sliding window starts the walk at the first key it
+  // sees, so lane ownership (and the reduction order) is still fixed by the row's position alone.
+  const uint first = pc.window != 0 && n_keys > pc.window ? n_keys - pc.window : 0;
 
   // q rows in registers, pre-scaled so a score is one dot product.
   vec4 qv[HPW * DV];
@@ -185,7 +189,7 @@ void attend(uint i, uint h0) {
     [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
   }
 
-  for (uint base = 0; base < n_keys; base += S) {
+  for (uint base = first; base < n_keys; base += S) {
     const uint pos = base + lane;
     const bool valid = pos < n_keys;
     // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.

@@ -134,6 +134,13 @@ CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens, std
   for (uint32_t tok : tokens)
     if (tok >= uint32_t(V)) throw std::invalid_argument("forward: token id out of range");
   auto visible = [&](int i, int j) { return mask.empty() ? j <= i : mask[size_t(i) * N + j] != 0; };
+  // Sliding window: row i at positions[i] sees keys at positions[i] - window + 1 and later (committed
+  // slot s holds position s).
+  const int64_t window = cfg_.sliding_window;
+  auto in_window = [&](int i, int s) {
+    const int64_t kpos = s < t_ ? s : positions[s - t_];
+    return window == 0 || int64_t(positions[i]) - kpos < window;
+  };
 
   std::vector<float> x(size_t(N) * C);  // (N, C) residual stream
   for (int i = 0; i < N; ++i) std::memcpy(&x[size_t(i) * C], &embd_[size_t(tokens[i]) * C], C * sizeof(float));
@@ -169,7 +176,7 @@ CpuReference::Output CpuReference::forward(std::span<const uint32_t> tokens, std
         // Keys visible to row i: committed [0, t) and this call's rows j where visible(i, j).
         float mx = -INFINITY;
         for (int s = 0; s < t_ + N; ++s) {
-          const bool vis = s < t_ || visible(i, s - t_);
+          const bool vis = (s < t_ || visible(i, s - t_)) && in_window(i, s);
           scores[s] = vis ? dot(qh, kc + size_t(s) * KVD + size_t(kh) * D, D) * scale : -INFINITY;
           mx = std::max(mx, scores[s]);
         }

@@ -53,9 +53,10 @@ inline std::vector<float> uniform(size_t n, std::mt19937& rng, float a) {
 // 3 and 40 NaN, row 7 / row 11 with one +inf / -inf weight (a logit of +-inf by the sign of the
 // hidden state's first entry), what a broken checkpoint gives the verifier's argmax.
 inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2,
-                                  bool poison_output = false, int context_length = 512) {
+                                  bool poison_output = false, int context_length = 512, uint32_t window = 0) {
   LlamaConfig cfg;
   cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = context_length;
+  cfg.sliding_window = window;
   std::mt19937 rng(seed);
   GgufWriter w;
   add_llama_metadata(w, cfg, "spec-test");
@@ -166,6 +167,7 @@ struct RigOptions {
   bool poison_output = false;  // write_verifier(poison_output): NaN / +-inf logits
   KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_streams_per_buffer
   uint32_t kv_streams_per_buffer = 0;
+  uint32_t window = 0;  // the verifier's sliding window (0: none)
 };
 
 struct SpecRig {
@@ -177,7 +179,7 @@ struct SpecRig {
   std::unique_ptr<EagleHead> head1, head2;
   SpecRig(Context& ctx, const std::string& name, const RigOptions& o)
       : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
-    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output);
+    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output, 512, o.window);
     write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1, o.nan_head1);
     write_head(h2.path, cfg, gguf.path, o.seed2, o.mode2, o.noise2);
     file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));

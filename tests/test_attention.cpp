@@ -73,15 +73,22 @@ std::vector<float> attend_ref(const float* q, const std::vector<float>& kc, cons
 }
 
 // Every node of `tree` attending to the t committed slots and then to its own ancestors' slots
-// (t + ancestor index), in double: o(N, H, D).
+// (t + ancestor index), in double: o(N, H, D). With a sliding window W, a node at depth d (position
+// t + d) sees only the positions t + d - W + 1 .. t + d: committed slot s is position s, its
+// ancestor at depth e is position t + e.
 std::vector<float> tree_attend_ref(const Tree& tree, const std::vector<float>& q, const std::vector<float>& kc,
                                    const std::vector<float>& vc, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv,
-                                   uint32_t D) {
+                                   uint32_t D, uint32_t window = 0) {
   std::vector<float> ref;
   for (uint32_t i = 0; i < N; ++i) {
+    const std::vector<int> path = tree.path_to(int(i));
+    const uint64_t pos = t + path.size() - 1;
+    auto seen = [&](uint64_t key_pos) { return window == 0 || pos - key_pos < window; };
     std::vector<uint32_t> slots;
-    for (uint32_t s = 0; s < t; ++s) slots.push_back(s);
-    for (int j : tree.path_to(int(i))) slots.push_back(t + uint32_t(j));
+    for (uint32_t s = 0; s < t; ++s)
+      if (seen(s)) slots.push_back(s);
+    for (size_t e = 0; e < path.size(); ++e)
+      if (seen(t + e)) slots.push_back(t + uint32_t(path[e]));
     auto o = attend_ref(&q[size_t(i) * H * D], kc, vc, slots, H, Hkv, D);
     ref.insert(ref.end(), o.begin(), o.end());
   }
@@ -133,7 +140,8 @@ struct OFold {
 std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t N, uint32_t t, uint32_t H,
                                  uint32_t Hkv, uint32_t D, const std::vector<float>& q, const Buffer& kb,
                                  const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
-                                 const Layout& L, const KvLayer& kv = {}, const OFold* fold = nullptr) {
+                                 const Layout& L, const KvLayer& kv = {}, const OFold* fold = nullptr,
+                                 uint32_t window = 0) {
   const uint32_t HD = H * D, W = fold ? fold->wo->N : HD, qs = HD + L.q_pad, os = W + L.o_pad;
   const std::vector<float> qp = pad_rows(q, N, HD, L.q_offset, qs, -7.0f);
   const std::vector<float> op = fold ? pad_rows(fold->x0, N, W, L.o_offset, os, kSentinel)
@@ -151,6 +159,7 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
   a.k_cache = &kb, a.v_cache = &vb;
   a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
   a.causal = mask.empty();
+  a.window = window;
   if (!a.causal) a.mask = &mb, a.mask_offset = L.mask_offset, a.mask_words = words;
   // Folded: the partial rows start as NaN (a partial read before it is written shows), the
   // counters as 0, and the counters must be back at 0 after.
@@ -172,6 +181,39 @@ std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t
                   "the arrival counters are not back to 0");
   }
   return unpad_rows(ob.read<float>(op.size()), N, W, L.o_offset, os, fold ? "x" : "o");
+}
+
+// Oracles 2 and 3: lay each sampled node's path (every `every`-th node) out as a chain at slots
+// t.. (what commit does with an accepted path). Running the chain causally, and running only the
+// node as a 1-row causal pass at t + depth (one-token decoding), must both give the tree's output
+// `tree_out` for that node bit for bit — the exactness speculative decoding relies on.
+void check_paths_exact(Context& ctx, const KernelConfig& cfg, const Tree& tree, uint32_t t, uint32_t H, uint32_t Hkv,
+                       uint32_t D, const std::vector<float>& q, const std::vector<float>& kc,
+                       const std::vector<float>& vc, const std::vector<float>& tree_out, const Layout& layout,
+                       uint32_t window, uint32_t every) {
+  const uint32_t N = uint32_t(tree.parent.size()), row = Hkv * D, HD = H * D;
+  for (uint32_t i = 0; i < N; i += std::max(1u, every)) {
+    const auto path = tree.path_to(int(i));
+    const uint32_t P = uint32_t(path.size());
+    auto kc2 = kc, vc2 = vc;
+    std::vector<float> q2;
+    for (uint32_t e = 0; e < P; ++e) {
+      std::memcpy(&kc2[(t + e) * row], &kc[(t + path[e]) * row], row * 4);
+      std::memcpy(&vc2[(t + e) * row], &vc[(t + path[e]) * row], row * 4);
+      q2.insert(q2.end(), &q[size_t(path[e]) * HD], &q[size_t(path[e] + 1) * HD]);
+    }
+    Buffer k2(ctx, kc2.size() * 4), v2(ctx, vc2.size() * 4);
+    k2.upload(kc2);
+    v2.upload(vc2);
+    const float* want = &tree_out[size_t(i) * HD];
+    auto chain = run_attention(ctx, cfg, P, t, H, Hkv, D, q2, k2, v2, {}, 0, layout, {}, nullptr, window);
+    CHECK_MESSAGE(std::memcmp(&chain[size_t(P - 1) * HD], want, HD * 4) == 0,
+                  "node " << i << " (depth " << P - 1 << ") differs from its path run causally");
+    std::vector<float> q1(q2.end() - HD, q2.end());
+    auto one = run_attention(ctx, cfg, 1, t + P - 1, H, Hkv, D, q1, k2, v2, {}, 0, layout, {}, nullptr, window);
+    CHECK_MESSAGE(std::memcmp(one.data(), want, HD * 4) == 0,
+                  "node " << i << " (depth " << P - 1 << ") differs from one-token decoding at t + depth");
+  }
 }
 
 struct Variant {
@@ -242,32 +284,46 @@ TEST_CASE_FIXTURE(VkTest, "tree attention equals a reference, each path run caus
       // f32 accumulation over up to ~330 keys of |values| <= 1 (scores to ~|q|·sqrt(D)).
       check_close(tree_out, ref, 2e-5f, 1e-4f, what);
 
-      // Oracles 2 and 3: lay each sampled node's path out as a chain at slots t.. (what commit
-      // does with an accepted path). Running the chain causally, and running only the node as a
-      // 1-row causal pass at t + depth (one-token decoding), must both give the tree's output
-      // for that node bit for bit — the exactness speculative decoding relies on.
-      for (uint32_t i = 0; i < c.N; i += std::max(1u, c.N / 7)) {
-        auto path = tree.path_to(int(i));
-        const uint32_t P = uint32_t(path.size());
-        auto kc2 = kc, vc2 = vc;
-        std::vector<float> q2;
-        for (uint32_t e = 0; e < P; ++e) {
-          std::memcpy(&kc2[(c.t + e) * row], &kc[(c.t + path[e]) * row], row * 4);
-          std::memcpy(&vc2[(c.t + e) * row], &vc[(c.t + path[e]) * row], row * 4);
-          q2.insert(q2.end(), &q[size_t(path[e]) * HD], &q[size_t(path[e] + 1) * HD]);
-        }
-        Buffer k2(ctx, kc2.size() * 4), v2(ctx, vc2.size() * 4);
-        k2.upload(kc2);
-        v2.upload(vc2);
-        const float* want = &tree_out[size_t(i) * HD];
-        auto chain = run_attention(ctx, v.cfg, P, c.t, c.H, c.Hkv, c.D, q2, k2, v2, {}, 0, c.layout);
-        CHECK_MESSAGE(std::memcmp(&chain[size_t(P - 1) * HD], want, HD * 4) == 0,
-                      "node " << i << " (depth " << P - 1 << ") differs from its path run causally");
-        std::vector<float> q1(q2.end() - HD, q2.end());
-        auto one = run_attention(ctx, v.cfg, 1, c.t + P - 1, c.H, c.Hkv, c.D, q1, k2, v2, {}, 0, c.layout);
-        CHECK_MESSAGE(std::memcmp(one.data(), want, HD * 4) == 0,
-                      "node " << i << " (depth " << P - 1 << ") differs from one-token decoding at t + depth");
+      // Oracles 2 and 3: each sampled node's path as a chain, and the node alone.
+      check_paths_exact(ctx, v.cfg, tree, c.t, c.H, c.Hkv, c.D, q, kc, vc, tree_out, c.layout, 0, c.N / 7);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sliding-window attention sees the last W positions: reference, path run causally, one-token decoding") {
+  // A window narrower than the committed keys, narrower than a deep tree's depth (a node then
+  // drops its own oldest ancestors), of one position (a row sees only itself), and wider than
+  // everything (full attention, bit for bit).
+  struct Case {
+    uint32_t N, t, H, Hkv, D, wg, window;
+    bool deep;
+  };
+  const Case cases[] = {
+      {9, 40, 4, 2, 16, 32, 13, false}, {40, 11, 6, 3, 32, 64, 7, true}, {23, 70, 8, 4, 64, 64, 1, false},
+      {12, 5, 2, 1, 23, 32, 20, true},  {17, 3, 4, 4, 8, 32, 200, true},
+  };
+  for (const auto& c : cases) {
+    const uint32_t cap = c.t + c.N + 8, row = c.Hkv * c.D, words = (c.N + 31) / 32, HD = c.H * c.D;
+    const Tree tree = random_tree(c.N, c.N * 3 + c.window, c.deep);
+    auto kc = random_floats(size_t(cap) * row, c.t + 11), vc = random_floats(size_t(cap) * row, c.t + 12);
+    auto q = random_floats(size_t(c.N) * HD, c.t + 13, -2, 2);
+    const auto mask = tree.mask_bits(words);
+    Buffer kb(ctx, kc.size() * 4), vb(ctx, vc.size() * 4);
+    kb.upload(kc);
+    vb.upload(vc);
+    const std::vector<float> ref = tree_attend_ref(tree, q, kc, vc, c.N, c.t, c.H, c.Hkv, c.D, c.window);
+    for (const auto& v : variants(c.wg, c.H, c.Hkv, c.D)) {
+      const std::string what = std::string(v.name) + " N=" + std::to_string(c.N) + " t=" + std::to_string(c.t) +
+                               " D=" + std::to_string(c.D) + " window=" + std::to_string(c.window);
+      CAPTURE(what);
+      auto out = run_attention(ctx, v.cfg, c.N, c.t, c.H, c.Hkv, c.D, q, kb, vb, mask, words, {}, {}, nullptr, c.window);
+      check_close(out, ref, 2e-5f, 1e-4f, what);
+      if (c.window >= c.t + c.N) {  // covers every key: the unwindowed pass exactly
+        auto full = run_attention(ctx, v.cfg, c.N, c.t, c.H, c.Hkv, c.D, q, kb, vb, mask, words, {});
+        CHECK(std::memcmp(full.data(), out.data(), out.size() * 4) == 0);
       }
+      // Exactness as without a window: each node's path as a chain, and the node alone.
+      check_paths_exact(ctx, v.cfg, tree, c.t, c.H, c.Hkv, c.D, q, kc, vc, out, {}, c.window, c.N / 5);
     }
   }
 }

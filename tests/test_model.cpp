@@ -92,6 +92,7 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     const char* arch;
     bool rope_freqs = false;
     float freq_scale = 1.0f;
+    uint32_t window = 0;
   };
   const Shape shapes[] = {
       {36, 3, 1, 12, 52, 101, 2, GgmlType::F32, true, false, "llama"},   // odd sizes, GQA 3:1
@@ -103,6 +104,9 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
       {48, 4, 2, 16, 80, 90, 2, GgmlType::F16, false, false, "llama", true, 0.25f},
       {40, 6, 2, 12, 72, 83, 2, GgmlType::F32, true, false, "qwen3"},
       {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3"},
+      // Sliding windows shorter than the 12 positions run: Phi-3's, and one of 3 on a GQA llama.
+      {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3", false, 1.0f, 5},
+      {36, 3, 1, 12, 52, 101, 2, GgmlType::Q8_0, true, false, "llama", false, 1.0f, 3},
   };
   int i = 0;
   for (const auto& s : shapes) {
@@ -113,12 +117,14 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     cfg.arch = s.arch;
     cfg.rope_freqs = s.rope_freqs;
     cfg.rope_freq_scale = s.freq_scale;
+    cfg.sliding_window = s.window;
     TempFile f("model" + std::to_string(i++) + ".gguf");
     write_random_llama(f.path, cfg, 1234 + i, s.type);
     {
       const LlamaConfig r = read_llama_config(GgufFile::open(f.path));
       REQUIRE(r.rope_freqs == s.rope_freqs);
       REQUIRE(r.rope_freq_scale == s.freq_scale);
+      REQUIRE(r.sliding_window == s.window);
     }
     // Same weights on both sides (every type is dequantized in the shader exactly as on the
     // CPU), so only f32 summation order differs.

@@ -39,6 +39,15 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar when heads agree o
   check_lossless(ctx, *rig.model, rig.head1.get(), rig.head2.get(), "oracle", 2.0, 4, 3, 6);
 }
 
+TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar under a sliding window far shorter than the text") {
+  // A window of 6 positions: tree rows drop committed keys and, deeper than 6, their own oldest
+  // ancestors; accepted paths are committed and later rows see them slide out.
+  RigOptions o{.mix = 0.05f, .noise1 = 0.25f, .noise2 = 0.5f, .window = 6};
+  SpecRig rig(ctx, "spec_window", o);
+  REQUIRE(rig.model->config().sliding_window == 6);
+  check_lossless(ctx, *rig.model, rig.head1.get(), rig.head2.get(), "window", 1.0, 8, 2, 12, 6, 96);
+}
+
 TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps equals the one ar builds") {
   // Both cache types and three layouts of the 2L = 4 streams: all in one buffer (one commit
   // dispatch for the model), 3 + 1 streams in two buffers, one buffer per stream.

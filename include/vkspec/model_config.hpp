@@ -25,9 +25,8 @@ struct LlamaConfig {
   bool qk_norm = false;          // attn_q_norm / attn_k_norm (D): RMSNorm per head of q and k before RoPE (Qwen3)
   bool fused_qkv = false;        // attn_qkv.weight holds q, k, v rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate rows then up rows, no ffn_gate (Phi-3)
-  // <arch>.attention.sliding_window, 0 = none. Keys further back than this are invisible to a
-  // query, which only equals full attention while the KV capacity is at most the window: the
-  // model refuses a larger capacity (check_sliding_window).
+  // <arch>.attention.sliding_window, 0 = none: a query at position p sees the keys at positions
+  // p - sliding_window + 1 .. p (llama.cpp's standard SWA mask), in every layer.
   uint32_t sliding_window = 0;
 };
 
@@ -41,10 +40,6 @@ LlamaConfig read_llama_config(const GgufFile& f);
 // Sets the per-architecture switches (rope_neox, qk_norm, fused_*) for c.arch from the table the
 // reader uses, and clears qkv_bias where the architecture has none; false for an unknown arch.
 bool apply_arch_traits(LlamaConfig& c);
-
-// Throws naming `<arch>.attention.sliding_window` if a KV cache of `capacity` positions would let
-// a query see keys further back than the window (llama.cpp would mask them; vkspec does not).
-void check_sliding_window(const LlamaConfig& c, uint32_t capacity, const std::string& file);
 
 // Range checks shared by every reader of hyperparameters (the verifier's GGUF metadata, a draft
 // head's config.json). `where` names the file and the key ("<file>: metadata key 'x'"); each

@@ -232,6 +232,10 @@ struct AttentionArgs {
   uint32_t mask_offset = 0;      // in u32 words
   uint32_t mask_words = 0;
   bool causal = true;
+  // Sliding window (0: none): a row at position p sees the keys at positions p - window + 1 .. p.
+  // Positions are logical (DESIGN.md §2): committed slot s is position s, a tree row's ancestor at
+  // depth e is t + e.
+  uint32_t window = 0;
   // The o-projection folded in (only where attention_folds_o says it may): o is then the residual
   // stream (N, wo->N), and each row adds its attention output times wo^T to it. o_part: scratch
   // of N · attention_o_partials floats; o_arrivals: N u32 counters, zero (and zero again after).

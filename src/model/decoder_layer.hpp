@@ -27,6 +27,7 @@ struct DecoderLayerShape {
   uint32_t H = 0, Hkv = 0, D = 0;
   float rms_eps = 0.0f;
   RopeArgs rope;  // the verifier's from its file; a head's is HF rotate_half
+  uint32_t window = 0;  // sliding-window attention (AttentionArgs::window); 0 = every key
 };
 
 // Rows 0..N-1 of each.

@@ -211,7 +211,6 @@ LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& 
   if (cfg_.D > int(kAttentionMaxHeadDim))
     f.fail("head width " + std::to_string(cfg_.D) + " exceeds the attention kernel's maximum of " +
            std::to_string(kAttentionMaxHeadDim));
-  check_sliding_window(cfg_, capacity_of(cfg_, opts), f.path());
   if (opts.kv_type == KvType::F16 && cfg_.D % 2 != 0)
     f.fail("head width " + std::to_string(cfg_.D) + " is odd; an f16 KV cache packs value pairs: use --kv-type f32");
   uint64_t file_bytes = 0;
@@ -277,7 +276,6 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, const ModelO
   Context& ctx = w_->context();
   const LlamaConfig& cfg = w_->config();
   cap_ = capacity_of(cfg, opts);
-  check_sliding_window(cfg, cap_, w_->path());
   max_rows_ = rows_of(opts);
   kv_type_ = opts.kv_type;
   if (kv_type_ == KvType::F16 && cfg.D % 2 != 0)
@@ -391,7 +389,8 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
       act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
 
   embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
-  const DecoderLayerShape shape{.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = rope_args()};
+  const DecoderLayerShape shape{.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = rope_args(),
+                                 .window = cfg.sliding_window};
   const DecoderLayerActs acts{.in = x,
                               .x = x,
                               .xn = xn,

@@ -168,16 +168,6 @@ bool apply_arch_traits(LlamaConfig& c) {
   return true;
 }
 
-void check_sliding_window(const LlamaConfig& c, uint32_t capacity, const std::string& file) {
-  // A query at position p sees keys at p - d for d < window (llama.cpp's SWA mask); with every
-  // position below the capacity, d <= capacity - 1 < window whenever capacity <= window.
-  if (c.sliding_window != 0 && capacity > c.sliding_window)
-    throw Error(file + ": metadata key '" + c.arch + ".attention.sliding_window': a sliding window of " +
-                std::to_string(c.sliding_window) + " tokens is not implemented, and a context of " +
-                std::to_string(capacity) + " would reach past it; use --ctx " + std::to_string(c.sliding_window) +
-                " or less");
-}
-
 LlamaConfig read_llama_config(const GgufFile& f) {
   LlamaConfig c;
   c.arch = std::string(f.get_string("general.architecture"));

@@ -46,13 +46,14 @@ struct AttentionPush {
   float scale;
   uint32_t t_slot;
   uint32_t k_base, v_base;
+  uint32_t window;
 };
-static_assert(sizeof(AttentionPush) == 64);
+static_assert(sizeof(AttentionPush) == 68);
 struct AttentionOPush {
   AttentionPush a;
   uint32_t C;
 };
-static_assert(sizeof(AttentionOPush) == 68);
+static_assert(sizeof(AttentionOPush) == 72);
 
 // W_o's weights past which the folded o-projection does not pay: a row's workgroups walk all of
 // them between them (one per head group), where the matmul spreads them over the device and
@@ -170,7 +171,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t.base,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
                      a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D)), a.t.slot,
-                     a.k_base,   a.v_base};
+                     a.k_base,   a.v_base,      a.window};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
   const int variant = pick_variant(caps, cfg);
