@@ -213,37 +213,46 @@ void q6_dot(uint w[RAW_WORDS], uint s, vec4 xv[XV], float xsum16[XH], uint r, in
 }
 #endif
 
-// The tile's x of block blk, every piece, and with RAW_MIN the sum of each row's 32 values.
-// With a subgroup of 8 or more, the block's 8·BT texels are spread over the lanes at once
-// (xsrc_block): at batch 1 one fetch per lane instead of one per piece. Each lane then readies
-// its own texel — the tail mask, its squares for the norm, the norm's weight, its sum — and the
-// tile takes texels and sums by shuffles: the same operations on the same values as readying
-// every texel in every lane after the shuffle (finish_x8), so the same bits, once a subgroup.
-void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xv[XV], out float xsum[BT]) {
-  [[unroll]] for (uint b = 0; b < BT; ++b) xsum[b] = 0.0;
-  if (XS >= 8) {
-    const uint t8 = gl_SubgroupInvocationID & 7u;  // the lane's texel of its row (XS is a multiple of 8)
-    vec4 g = NORM ? load_g(blk * 8 + t8) : vec4(1.0);
-    const uint k = blk * 32 + 4 * t8;
-    const bvec4 in_k = lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K));
-    if (tail) g = mix(vec4(0.0), g, in_k);
-    vec4 xp[XB];
-    float sq[XB], sx[XB];
-    [[unroll]] for (uint j = 0; j < XB; ++j) {
-      xp[j] = load_x(xsrc_block[j] + blk * 8);
-      if (tail) xp[j] = mix(vec4(0.0), xp[j], in_k);
-      sq[j] = NORM ? dot(xp[j], xp[j]) : 0.0;
-      if (NORM) xp[j] *= g;
-      sx[j] = RAW_MIN ? dot(xp[j], vec4(1.0)) : 0.0;
+// With a subgroup of 8 or more, the tile's x of block blk is spread over the lanes at once
+// (xsrc_block): at batch 1 one fetch per lane instead of one per piece. Each lane readies its own
+// texel — the tail mask, its squares for the norm, the norm's weight, its sum — in xp, and with
+// RAW_MIN xsum(b) is the sum of row b's 32 values; x_texel then takes texel e (8·b + i) from its
+// lane. The same operations on the same values as readying every texel in every lane after the
+// shuffle (finish_x8), so the same bits, once a subgroup.
+void tile_x_prep(uint blk, bool tail, inout float ss[BT], out vec4 xp[XB], out float xsum[BT]) {
+  const uint t8 = gl_SubgroupInvocationID & 7u;  // the lane's texel of its row (XS is a multiple of 8)
+  vec4 g = NORM ? load_g(blk * 8 + t8) : vec4(1.0);
+  const uint k = blk * 32 + 4 * t8;
+  const bvec4 in_k = lessThan(uvec4(k, k + 1, k + 2, k + 3), uvec4(pc.K));
+  if (tail) g = mix(vec4(0.0), g, in_k);
+  float sq[XB], sx[XB];
+  [[unroll]] for (uint j = 0; j < XB; ++j) {
+    xp[j] = load_x(xsrc_block[j] + blk * 8);
+    if (tail) xp[j] = mix(vec4(0.0), xp[j], in_k);
+    sq[j] = NORM ? dot(xp[j], xp[j]) : 0.0;
+    if (NORM) xp[j] *= g;
+    sx[j] = RAW_MIN ? dot(xp[j], vec4(1.0)) : 0.0;
+  }
+  [[unroll]] for (uint b = 0; b < BT; ++b) {
+    xsum[b] = 0.0;
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      const uint e = 8 * b + i;
+      if (NORM && i % 2 == 1)
+        ss[b] += subgroupShuffle(sq[(e - 1) / XSD], (e - 1) % XSD) + subgroupShuffle(sq[e / XSD], e % XSD);
+      if (RAW_MIN) xsum[b] += subgroupShuffle(sx[e / XSD], e % XSD);
     }
-    [[unroll]] for (uint b = 0; b < BT; ++b)
-      [[unroll]] for (uint i = 0; i < 8; ++i) {
-        const uint e = 8 * b + i;
-        xv[e] = subgroupShuffle(xp[e / XSD], e % XSD);
-        if (NORM && i % 2 == 1)
-          ss[b] += subgroupShuffle(sq[(e - 1) / XSD], (e - 1) % XSD) + subgroupShuffle(sq[e / XSD], e % XSD);
-        if (RAW_MIN) xsum[b] += subgroupShuffle(sx[e / XSD], e % XSD);
-      }
+  }
+}
+
+vec4 x_texel(vec4 xp[XB], uint e) { return subgroupShuffle(xp[e / XSD], e % XSD); }
+
+// The tile's x of block blk, every piece (xv(b, 8 texels)), and with RAW_MIN the sum of each
+// row's 32 values: through tile_x_prep with a subgroup of 8 or more, else piece by piece.
+void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float ss[BT], out vec4 xv[XV], out float xsum[BT]) {
+  if (XS >= 8) {
+    vec4 xp[XB];
+    tile_x_prep(blk, tail, ss, xp, xsum);
+    [[unroll]] for (uint e = 0; e < XV; ++e) xv[e] = x_texel(xp, e);
   } else {
     [[unroll]] for (uint p = 0; p < 4; ++p) {
       vec4 xl[BT], xh[BT];
@@ -253,9 +262,11 @@ void tile_x_block(uint blk, bool tail, uint xsrc[XT], uint xrow[BT], inout float
         xv[8 * b + 2 * p + 1] = xh[b];
       }
     }
-    [[unroll]] for (uint b = 0; b < BT; ++b)
+    [[unroll]] for (uint b = 0; b < BT; ++b) {
+      xsum[b] = 0.0;
       if (RAW_MIN)
         [[unroll]] for (uint i = 0; i < 8; ++i) xsum[b] += dot(xv[8 * b + i], vec4(1.0));
+    }
   }
 }
 #endif
@@ -298,9 +309,29 @@ void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][
     t[r][1] = load_w(base + QS + 1 + 2 * c);
   }
   [[unroll]] for (uint g = 0; g < 2; ++g) {
-    vec4 xv[XV];
+    // Texel by texel, each taken from its lane (or xv) where it is used: a block's 8·BT texels
+    // are never all live at once (single-threaded lavapipe, 4096² at batch 1: 2.20 → 2.14 ms).
+    vec4 xv[XV], xp[XB];
     float xsum[BT];
-    tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
+    if (XS >= 8)
+      tile_x_prep(sb * 8 + 2 * c + g, false, ss, xp, xsum);
+    else
+      tile_x_block(sb * 8 + 2 * c + g, false, xsrc, xrow, ss, xv, xsum);
+    vec4 a[RB];
+    [[unroll]] for (uint j = 0; j < RB; ++j) a[j] = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      vec4 x[BT];
+      [[unroll]] for (uint b = 0; b < BT; ++b) x[b] = XS >= 8 ? x_texel(xp, 8 * b + i) : xv[8 * b + i];
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        const uint w = t[r][i / 4][i % 4];
+        uint n = (g != 0 ? w >> 4 : w) & 0x0f0f0f0fu;
+#if defined(WT_Q5_K)
+        n |= ((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4;
+#endif
+        const vec4 nf = vec4(ivec4(uvec4(n) & BYTE_MASK));
+        [[unroll]] for (uint b = 0; b < BT; ++b) a[r * BT + b] = fma(nf, x[b], a[r * BT + b]);
+      }
+    }
     [[unroll]] for (uint r = 0; r < R; ++r) {
       float sc, mn;
       k4_scale_min(h[r], 2 * c + g, sc, mn);
@@ -308,17 +339,8 @@ void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][
       precise float dl = dd.x * sc;
       precise float ml = dd.y * mn;
       [[unroll]] for (uint b = 0; b < BT; ++b) {
-        vec4 a = vec4(0.0);
-        [[unroll]] for (uint i = 0; i < 8; ++i) {
-          const uint w = t[r][i / 4][i % 4];
-          uint n = (g != 0 ? w >> 4 : w) & 0x0f0f0f0fu;
-#if defined(WT_Q5_K)
-          n |= ((qh[r][i / 4][i % 4] >> (2 * c + g)) & 0x01010101u) << 4;
-#endif
-          a = fma(vec4(ivec4(uvec4(n) & BYTE_MASK)), xv[8 * b + i], a);
-        }
-        a *= BYTE_UNSCALE;
-        const float s = (a.x + a.y) + (a.z + a.w);
+        const vec4 u = a[r * BT + b] * BYTE_UNSCALE;
+        const float s = (u.x + u.y) + (u.z + u.w);
         acc[r * BT + b] += s * dl - ml * xsum[b];
       }
     }
