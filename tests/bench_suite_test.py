@@ -39,6 +39,28 @@ COUNTS = {"rows", "cols", "batch", "budget", "weight_copies", "prompts", "depth"
           "warmup", "matmul_reps", "max_relative_sd", "min_timer_ticks", "kv_length", "cpus", "online_cpus", "index"}
 
 
+def q4_k_m_bytes(C=512, L=8, F=1408, V=32000):
+    """Bytes of tiny-512x8-q4_K_M's tensors by llama.cpp's Q4_K_M rules (llama_tensor_get_type):
+    q6_K for output.weight and for attn_v / ffn_down in the "more bits" layers, q4_K elsewhere,
+    and where a row is no multiple of 256, q5_0 for q4_K and q8_0 for q6_K."""
+    block = {"q4_K": (256, 144), "q6_K": (256, 210), "q5_0": (32, 22), "q8_0": (32, 34)}
+
+    def mat(k, n, t):
+        if k % 256:
+            t = {"q4_K": "q5_0", "q6_K": "q8_0"}[t]
+        elems, size = block[t]
+        return n * k // elems * size
+
+    def more_bits(i):
+        return i < L // 8 or i >= 7 * L // 8 or (i - L // 8) % 3 == 2
+
+    total = mat(C, V, "q4_K") + mat(C, V, "q6_K") + 4 * C  # token_embd, output, output_norm
+    for i in range(L):
+        hi = "q6_K" if more_bits(i) else "q4_K"
+        total += 3 * mat(C, C, "q4_K") + mat(C, C, hi) + 2 * mat(C, F, "q4_K") + mat(F, C, hi) + 2 * 4 * C
+    return total
+
+
 def check_schema(j):
     check(j.get("schema") == "vkspec-bench/1", "schema is vkspec-bench/1")
     check(j.get("suite") == "quick", "suite recorded")
@@ -89,8 +111,10 @@ def check_schema(j):
     for t in types:
         check(sorted(r["batch"] for r in mm if r["dtype"] == t) == [1, 2, 4, 8, 16, 32, 64], f"matmul {t} batches")
     tests = [t["test"] for m in j["models"] for t in m["tests"]]
-    check(tests == ["pp128", "tg32"], f"quick: pp128 and tg32 on the built-in model ({tests})")
-    check(j["models"][0]["model"] == "tiny-512x8", "the shape name is in the output")
+    check(tests == ["pp128", "tg32"] * 2, f"quick: pp128 and tg32 on each built-in model ({tests})")
+    check([m["model"] for m in j["models"]] == ["tiny-512x8", "tiny-512x8-q4_K_M"], "the shape names are in the output")
+    check(j["models"][1]["size_bytes"] == q4_k_m_bytes(), f"tiny-512x8-q4_K_M is llama.cpp's Q4_K_M mix "
+          f"({j['models'][1]['size_bytes']} bytes, the mix is {q4_k_m_bytes()})")
     for m in j["models"]:
         for t in m["tests"]:
             check("tokens_per_s" in t and t["tokens_per_s"]["mean"] > 0, f"{t['test']} measured")

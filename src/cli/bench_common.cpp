@@ -159,10 +159,11 @@ nlohmann::json measure_matmul(Context& ctx, WeightType t, const MatmulPlan& plan
 
 const std::vector<ModelShape>& model_shapes() {
   // The shape of tools/make_random_gguf's default (a Llama-style 512-wide, 8-layer model with a
-  // 32000-token vocabulary, 57 M parameters), as f16 and as q4_K.
+  // 32000-token vocabulary, 57 M parameters), as f16, as q4_K and as llama.cpp's Q4_K_M mix.
   static const std::vector<ModelShape> shapes = {
       {"tiny-512x8", 512, 8, 8, 1408, 32000, GgmlType::F16},
       {"tiny-512x8-q4_K", 512, 8, 8, 1408, 32000, GgmlType::Q4_K},
+      {"tiny-512x8-q4_K_M", 512, 8, 8, 1408, 32000, GgmlType::Q4_K, true},
   };
   return shapes;
 }
@@ -194,7 +195,15 @@ std::vector<uint8_t> random_quant_matrix(const BlockFormat& f, uint64_t in, uint
   return raw;
 }
 
-GgufWriter random_quant_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtype) {
+// llama.cpp's "more bits" layers of a K-quant mix: the first and last eighth and every third between.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// What llama.cpp stores a K-quant matrix as when its rows are no multiple of 256.
+GgmlType k_fallback(GgmlType t) {
+  return t == GgmlType::Q4_K ? GgmlType::Q5_0 : t == GgmlType::Q5_K ? GgmlType::Q5_1 : GgmlType::Q8_0;
+}
+
+GgufWriter random_quant_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtype, bool k_m) {
   GgufWriter w;
   add_llama_metadata(w, c, "vkspec-random");
   w.add_u32("general.file_type", wtype == GgmlType::Q4_K ? 15 : 0);  // llama_ftype Q4_K_M
@@ -202,10 +211,13 @@ GgufWriter random_quant_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtyp
   std::mt19937 rng{uint32_t(seed)};
   std::uniform_real_distribution<float> u(-1, 1);
   const BlockFormat& f = *block_format(uint32_t(wtype));
-  auto mat = [&](const std::string& name, uint64_t in, uint64_t out) {
-    if (in % f.elems == 0) {
-      w.add_tensor(name, {in, out}, wtype, random_quant_matrix(f, in, out, rng));
-    } else {  // rows no multiple of the super-block: q8_0, as llama.cpp falls back
+  auto mat = [&](const std::string& name, uint64_t in, uint64_t out, bool more_bits = false) {
+    GgmlType t = k_m && more_bits ? GgmlType::Q6_K : wtype;
+    if (k_m && in % 256 != 0) t = k_fallback(t);
+    const BlockFormat& ft = *block_format(uint32_t(t));
+    if (in % ft.elems == 0) {
+      w.add_tensor(name, {in, out}, t, random_quant_matrix(ft, in, out, rng));
+    } else {  // rows no multiple of the super-block, without k_m: q8_0
       std::vector<float> x(in * out);
       const float a = 1.0f / std::sqrt(float(in));
       for (float& v : x) v = a * u(rng);
@@ -227,15 +239,15 @@ GgufWriter random_quant_llama(const LlamaConfig& c, uint64_t seed, GgmlType wtyp
     vec(blk(l, "attn_norm.weight"), C);
     mat(blk(l, "attn_q.weight"), C, C);
     mat(blk(l, "attn_k.weight"), C, uint64_t(c.Hkv) * c.D);
-    mat(blk(l, "attn_v.weight"), C, uint64_t(c.Hkv) * c.D);
+    mat(blk(l, "attn_v.weight"), C, uint64_t(c.Hkv) * c.D, use_more_bits(l, c.L));
     mat(blk(l, "attn_output.weight"), C, C);
     vec(blk(l, "ffn_norm.weight"), C);
     mat(blk(l, "ffn_gate.weight"), C, F);
     mat(blk(l, "ffn_up.weight"), C, F);
-    mat(blk(l, "ffn_down.weight"), F, C);
+    mat(blk(l, "ffn_down.weight"), F, C, use_more_bits(l, c.L));
   }
   vec("output_norm.weight", C);
-  mat("output.weight", C, V);
+  mat("output.weight", C, V, true);
   return w;
 }
 
@@ -248,7 +260,7 @@ GgufFile random_model(const ModelShape& s, uint64_t seed) {
   apply_arch_traits(c);
   GgufWriter w = s.wtype == GgmlType::F16 || s.wtype == GgmlType::F32 || s.wtype == GgmlType::Q8_0
                      ? random_llama(c, seed, s.wtype)
-                     : random_quant_llama(c, seed, s.wtype);
+                     : random_quant_llama(c, seed, s.wtype, s.k_m);
   return GgufFile::from_bytes(std::string("<built-in ") + s.name + ">", w.to_bytes());
 }
 

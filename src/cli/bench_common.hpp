@@ -42,9 +42,13 @@ WeightType parse_weight_type(const std::string& s);  // "f16", "q4_k"/"q4_K", ..
 
 // ---- built-in random models -------------------------------------------------------------------
 struct ModelShape {
-  const char* name;  // "tiny-512x8" (f16), "tiny-512x8-q4_K"
+  const char* name;  // "tiny-512x8" (f16), "tiny-512x8-q4_K", "tiny-512x8-q4_K_M"
   int C, L, H, F, V;
   GgmlType wtype;
+  // llama.cpp's Q4_K_M mix (llama_tensor_get_type): Q6_K for output.weight, and for attn_v and
+  // ffn_down in its "more bits" layers; rows no multiple of 256 fall back as llama.cpp's do
+  // (Q4_K to Q5_0, Q6_K to Q8_0). Without it every matrix is `wtype`, falling back to Q8_0.
+  bool k_m = false;
 };
 const std::vector<ModelShape>& model_shapes();
 const ModelShape& find_model_shape(const std::string& name);  // throws naming the shapes

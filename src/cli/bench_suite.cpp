@@ -51,7 +51,7 @@ SuiteConfig suite_config(const std::string& name) {
     c.matmul.rotate_mib = 16;
     c.matmul.reps = 2;
     c.types = {"f16", "q8_0", "q4_0", "q4_k", "q6_k"};
-    c.shapes = {"tiny-512x8"};
+    c.shapes = {"tiny-512x8", "tiny-512x8-q4_K_M"};
     c.pp = 128, c.tg = 32;
     c.reps = 2;
     c.budgets = {8};
@@ -61,7 +61,7 @@ SuiteConfig suite_config(const std::string& name) {
     c.matmul.rotate_mib = 128;
     c.matmul.reps = 3;
     c.types = {"f32", "f16", "q8_0", "q4_0", "q5_0", "q5_1", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
-    c.shapes = {"tiny-512x8", "tiny-512x8-q4_K"};
+    c.shapes = {"tiny-512x8", "tiny-512x8-q4_K", "tiny-512x8-q4_K_M"};
     c.reps = 5;
     c.cost_per_submit = 2;
     c.budgets = {4, 8, 16};
