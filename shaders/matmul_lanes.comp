@@ -320,7 +320,7 @@ const uint TB = RAW_BYTES / 16;  // texels a block
 
 void chunk_header(uint rows[R], uint nsb, uint sb, out uvec4 h[R], out uvec4 qh[R][2]) {
   [[unroll]] for (uint r = 0; r < R; ++r) {
-    const uint base = (rows[r] * nsb + sb) * TB;
+    const uint base = raw_block(rows[r], sb, nsb, pc.N) * TB;
     h[r] = load_w(base);
 #if defined(WT_Q5_K)
     qh[r][0] = load_w(base + 1);
@@ -335,7 +335,7 @@ void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][
                inout float ss[BT], inout float acc[RB]) {
   uvec4 t[R][2];
   [[unroll]] for (uint r = 0; r < R; ++r) {
-    const uint base = (rows[r] * nsb + sb) * TB;
+    const uint base = raw_block(rows[r], sb, nsb, pc.N) * TB;
     t[r][0] = load_w(base + QS + 2 * c);
     t[r][1] = load_w(base + QS + 1 + 2 * c);
   }
@@ -448,7 +448,7 @@ void main() {
   const uint nsb = kb / RAW_SUBS;
   for (uint sb = 0; sb < nsb; ++sb) {
     uint w[R][RAW_WORDS];
-    [[unroll]] for (uint r = 0; r < R; ++r) raw_block_words((rows[r] * nsb + sb) * RAW_BYTES, w[r]);
+    [[unroll]] for (uint r = 0; r < R; ++r) raw_block_words(raw_block(rows[r], sb, nsb, pc.N) * RAW_BYTES, w[r]);
     [[unroll]] for (uint s = 0; s < RAW_SUBS; ++s) {
       vec4 xv[XV], xp[XB];
       float xsum[BT];

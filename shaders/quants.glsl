@@ -1,8 +1,9 @@
 // Block types read in place in their GGUF layout (included by weights.glsl for WEIGHTS_RAW).
 //
 // q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K and iq4_xs keep the file's bytes on the device: a
-// chunk's rows back to back, each row K / RAW_ELEMS blocks of RAW_BYTES, no padding — so device
-// memory equals file size. A block may therefore start at any even byte (18-, 22-, 110- and
+// chunk's rows back to back (short rows on the texel path interleaved block by block, weights.glsl's
+// raw_block), each row K / RAW_ELEMS blocks of RAW_BYTES, no padding — so device memory equals
+// file size. A block may therefore start at any even byte (18-, 22-, 110- and
 // 210-byte blocks); the helpers below fetch the 16-byte texels covering a span once and shift
 // the words into place. The host pads each chunk by 32 bytes so the last span's extra texel
 // exists. Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),

@@ -59,16 +59,20 @@ constexpr uint64_t kRawSlack = 32;
 // Texel-path f32 / f16 / q8_0 rows are interleaved in tiles of this many rows (weights.glsl's
 // W_TILE, which says why).
 constexpr uint32_t kTexelRowTile = 64;
+// Texel-path rows of the file block types are interleaved block by block in tiles of
+// kRawRowTile rows when a row holds at most kRawTileMaxRowBytes (weights.glsl: raw_block says why).
+constexpr uint32_t kRawRowTile = 16;
+constexpr uint64_t kRawTileMaxRowBytes = 1024;
 constexpr uint32_t kSuperBlockRows = 4;  // matmul_lanes rows and batch rows per lane over 256-value blocks (see matmul())
 
 // Rearranges `rows` row-major rows of `per_row` elements of `size` bytes into weights.glsl's
-// texel-path order: each tile of kTexelRowTile rows (the last one shorter) element-interleaved.
+// texel-path order: each tile of `tile_rows` rows (the last one shorter) element-interleaved.
 template <class T>
-void interleave_rows(T* data, uint32_t rows, uint64_t per_row, size_t size) {
+void interleave_rows(T* data, uint32_t rows, uint64_t per_row, size_t size, uint32_t tile_rows = kTexelRowTile) {
   auto* bytes = reinterpret_cast<uint8_t*>(data);
   std::vector<uint8_t> tile;
-  for (uint32_t t0 = 0; t0 < rows; t0 += kTexelRowTile) {
-    const uint32_t h = std::min(kTexelRowTile, rows - t0);
+  for (uint32_t t0 = 0; t0 < rows; t0 += tile_rows) {
+    const uint32_t h = std::min(tile_rows, rows - t0);
     uint8_t* base = bytes + uint64_t(t0) * per_row * size;
     tile.assign(base, base + uint64_t(h) * per_row * size);
     for (uint32_t r = 0; r < h; ++r)
@@ -181,8 +185,13 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
     const uint32_t rows = uint32_t(std::min<uint64_t>(rows_per_chunk, N - r0));
     staging.assign(rows * row_bytes + slack, 0);  // zero padding past K
     if (raw) {
-      // Rows are back to back in the file too: the chunk is one contiguous range of it.
+      // Rows are back to back in the file too: the chunk is one contiguous range of it. Short rows
+      // on the texel path are then interleaved block by block (weights.glsl: raw_block).
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
+      if (W.texel && row_bytes <= kRawTileMaxRowBytes) {
+        const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
+        interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, kRawRowTile);
+      }
     } else {
       // Row-major rows of whole blocks first (zero past K), then on the texel path the tiles
       // interleaved texel by texel.
