@@ -38,16 +38,36 @@ void rmsnorm(float* y, const float* x, const float* w, int C, float eps) {
   for (int i = 0; i < C; ++i) y[i] = x[i] * r * w[i];
 }
 
-// RoPE as llama.cpp computes it (ggml_rope_cache_init): pair i of each head turns by
-// (pos * theta^(-2i/D) / factors[i]) * freq_scale. "Normal" pairs (2i, 2i+1) for llama-family
-// GGUFs (their converter permuted q/k rows for it; llama2.c's convention too); NEOX pairs
-// (i, i + D/2) for qwen2, qwen3, phi3 (Hugging Face rotate_half).
+// RoPE as llama.cpp computes it (ggml_rope_cache_init, rope_yarn): pair i of each head turns by
+// theta_extrap = pos * theta^(-2i/D) / factors[i], scaled by freq_scale — wholly for linear
+// scaling; under YaRN mixed, theta_extrap * freq_scale * (1 - mix) + theta_extrap * mix with mix a
+// ramp from 1 (pairs turning more than 32 times over the original context) to 0 (fewer than once),
+// and cos and sin multiplied by attn_factor * (1 + 0.1 ln(1/freq_scale)). Written here from that
+// definition in doubles, the magnitude on q and k as llama.cpp puts it (the runtime scales the
+// logits instead). "Normal" pairs (2i, 2i+1) for llama-family GGUFs (their converter permuted q/k
+// rows for it; llama2.c's convention too); NEOX pairs (i, i + D/2) for qwen2, qwen3, phi3.
 void rope(float* v, int heads, int D, int pos, const LlamaConfig& c, const std::vector<float>& factors) {
+  const bool yarn = c.rope_yarn && c.rope_freq_scale != 1.0f;
+  double low = 0, high = 0, mscale = c.rope_attn_factor;
+  if (yarn) {
+    const double n_ctx = c.rope_orig_ctx ? c.rope_orig_ctx : c.ctx;
+    auto pair_turning = [&](double turns) {  // n_ctx = 2π · turns · theta^(2i/D), solved for i
+      return D * std::log(n_ctx / (turns * 2 * 3.14159265358979323846)) / (2 * std::log(double(c.rope_theta)));
+    };
+    low = std::max(0.0, std::floor(pair_turning(32)));
+    high = std::min(double(D - 1), std::ceil(pair_turning(1)));
+    mscale *= 1 + 0.1 * std::log(1.0 / c.rope_freq_scale);
+  }
   for (int h = 0; h < heads; ++h)
     for (int i = 0; i < D / 2; ++i) {
       const double freq = std::pow(double(c.rope_theta), -2.0 * i / D);
-      const double a = pos * freq / (factors.empty() ? 1.0 : double(factors[i])) * c.rope_freq_scale;
-      const float co = float(std::cos(a)), si = float(std::sin(a));
+      const double extrap = pos * freq / (factors.empty() ? 1.0 : double(factors[i]));
+      double a = extrap * c.rope_freq_scale;
+      if (yarn) {
+        const double mix = 1 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+        a = a * (1 - mix) + extrap * mix;
+      }
+      const float co = float(std::cos(a) * mscale), si = float(std::sin(a) * mscale);
       float* p0 = v + size_t(h) * D + (c.rope_neox ? i : 2 * i);
       float* p1 = p0 + (c.rope_neox ? D / 2 : 1);
       const float x0 = *p0, x1 = *p1;

@@ -4,6 +4,8 @@
 // CPU reference in test_model.cpp and against llama.cpp in test_interop.cpp.)
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "gguf_test_util.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/gguf_writer.hpp"
@@ -96,6 +98,41 @@ TEST_CASE("architectures: linear RoPE scaling is read from either key; 0 means u
   CHECK(scale_of(w) == 0.5f);
 }
 
+TEST_CASE("architectures: YaRN's keys are read and its ramp runs from kept pairs to scaled ones") {
+  TempFile f("yarn.gguf");
+  GgufWriter w = random_llama(small("qwen2"), 6, GgmlType::F32);
+  w.add_string("qwen2.rope.scaling.type", "yarn");
+  w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+  w.add_u32("qwen2.rope.scaling.original_context_length", 24);
+  w.add_f32("qwen2.rope.scaling.attn_factor", 1.5f);
+  REQUIRE(config_error(w, f).empty());
+  LlamaConfig c = read_llama_config(GgufFile::open(f.path));
+  CHECK(c.rope_yarn);
+  CHECK(c.rope_freq_scale == 0.25f);
+  CHECK(c.rope_orig_ctx == 24);
+  CHECK(c.rope_attn_factor == 1.5f);
+  // (1.5 · (1 + 0.1 ln 4))², cos and sin's magnitude on both q and k.
+  CHECK(rope_logit_gain(c) == doctest::Approx(std::pow(1.5 * (1 + 0.1 * std::log(4.0)), 2)).epsilon(1e-6));
+  // D = 16, theta 10000, 24 positions: pair 0 turns more than 32 times and keeps its angle (divisor
+  // = freq_scale, undoing the scale); from pair ceil(16 ln(24/2π) / (2 ln 10^4)) = 2 on, the angle
+  // is scaled as under linear scaling (divisor exactly 1); the ramp in between.
+  c.D = 16, c.rope_theta = 10000.0f;
+  const std::vector<float> d = rope_divisors(c, {});
+  REQUIRE(d.size() == 8);
+  CHECK(d[0] == 0.25f);
+  CHECK(d[1] > 0.25f);
+  CHECK(d[1] < 1.0f);
+  for (size_t i = 2; i < d.size(); ++i) CHECK(d[i] == 1.0f);
+  // With file factors under it, the product; without YaRN, the factors alone; all 1 is no table.
+  std::vector<float> ff(8, 2.0f);
+  CHECK(rope_divisors(c, ff)[0] == 0.5f);
+  CHECK(rope_divisors(c, ff)[5] == 2.0f);
+  c.rope_yarn = false;
+  CHECK(rope_divisors(c, ff) == ff);
+  CHECK(rope_divisors(c, {}).empty());
+  CHECK(rope_logit_gain(c) == 2.25f);
+}
+
 TEST_CASE("architectures: what the decoder does not compute is refused naming the key or tensor") {
   auto with = [](const char* arch, auto edit) {
     GgufWriter w = random_llama(small(arch), 5, GgmlType::F32);
@@ -104,13 +141,21 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
   };
   expect_refused(with("llama", [](GgufWriter& w) { w.add_string("general.architecture", "gemma2"); }),
                  {"general.architecture", "'gemma2' is not implemented"});
-  for (const char* type : {"yarn", "longrope", "llama3"})
+  for (const char* type : {"longrope", "llama3", "su"})
     expect_refused(with("qwen2", [&](GgufWriter& w) { w.add_string("qwen2.rope.scaling.type", type); }),
                    {"qwen2.rope.scaling.type", std::string("'") + type + "' is not implemented"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", -2.0f); }),
                  {"llama.rope.scaling.factor", "positive"});
-  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", 1.2f); }),
-                 {"llama.rope.scaling.attn_factor", "not implemented"});
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", -1.2f); }),
+                 {"llama.rope.scaling.attn_factor", "positive"});
+  expect_refused(with("qwen2",
+                      [](GgufWriter& w) {
+                        w.add_string("qwen2.rope.scaling.type", "yarn");
+                        w.add_f32("qwen2.rope.scaling.factor", 0.5f);
+                      }),
+                 {"qwen2.rope.scaling.factor", "YaRN", "below 1"});
+  expect_refused(with("qwen2", [](GgufWriter& w) { w.add_f32("qwen2.rope.scaling.yarn_beta_fast", 16.0f); }),
+                 {"qwen2.rope.scaling.yarn_beta_fast", "not implemented"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f); }),
                  {"llama.rope.scaling.yarn_log_multiplier", "RoPE scaling"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.attn_logit_softcapping", 50.0f); }),

@@ -93,6 +93,9 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     bool rope_freqs = false;
     float freq_scale = 1.0f;
     uint32_t window = 0;
+    bool yarn = false;
+    uint32_t orig_ctx = 0;
+    float attn_factor = 1.0f;
   };
   const Shape shapes[] = {
       {36, 3, 1, 12, 52, 101, 2, GgmlType::F32, true, false, "llama"},   // odd sizes, GQA 3:1
@@ -107,6 +110,12 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
       // Sliding windows shorter than the 12 positions run: Phi-3's, and one of 3 on a GQA llama.
       {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3", false, 1.0f, 5},
       {36, 3, 1, 12, 52, 101, 2, GgmlType::Q8_0, true, false, "llama", false, 1.0f, 3},
+      // YaRN at factor 4 from an original context of 24: pairs 0..2 of 8 on the ramp, the rest
+      // scaled (and with Llama 3 factors under it); a NEOX qwen2 whose file sets the attention
+      // factor under linear scaling.
+      {48, 4, 2, 16, 80, 90, 2, GgmlType::F16, false, false, "qwen3", false, 0.25f, 0, true, 24},
+      {48, 4, 2, 16, 80, 90, 2, GgmlType::Q8_0, true, false, "llama", true, 0.25f, 0, true, 24, 1.1f},
+      {64, 8, 2, 8, 96, 160, 2, GgmlType::F32, true, true, "qwen2", false, 0.5f, 0, false, 0, 1.25f},
   };
   int i = 0;
   for (const auto& s : shapes) {
@@ -118,6 +127,7 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     cfg.rope_freqs = s.rope_freqs;
     cfg.rope_freq_scale = s.freq_scale;
     cfg.sliding_window = s.window;
+    cfg.rope_yarn = s.yarn, cfg.rope_orig_ctx = s.orig_ctx, cfg.rope_attn_factor = s.attn_factor;
     TempFile f("model" + std::to_string(i++) + ".gguf");
     write_random_llama(f.path, cfg, 1234 + i, s.type);
     {
@@ -125,6 +135,9 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
       REQUIRE(r.rope_freqs == s.rope_freqs);
       REQUIRE(r.rope_freq_scale == s.freq_scale);
       REQUIRE(r.sliding_window == s.window);
+      REQUIRE(r.rope_yarn == s.yarn);
+      REQUIRE(r.rope_orig_ctx == s.orig_ctx);
+      REQUIRE(r.rope_attn_factor == s.attn_factor);
     }
     // Same weights on both sides (every type is dequantized in the shader exactly as on the
     // CPU), so only f32 summation order differs.

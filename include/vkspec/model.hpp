@@ -66,7 +66,8 @@ class LlamaWeights {
   const DeviceWeight& embedding() const { return embd_; }
   const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
   const Buffer& output_norm() const { return out_norm_; }
-  const Buffer* rope_freqs() const { return cfg_.rope_freqs ? &rope_freqs_ : nullptr; }  // (D/2)
+  // (D/2) divisors of the RoPE angles: rope_freqs.weight and YaRN (rope_divisors); nullptr = all 1
+  const Buffer* rope_freqs() const { return rope_freqs_.size() ? &rope_freqs_ : nullptr; }
   Context& context() const { return ctx_; }
 
  private:
@@ -153,10 +154,11 @@ class LlamaModel {
   Mat taps() const { return {&taps_, 0, pad4(tap_width())}; }
   const DeviceWeight& embedding() const { return w_->embedding(); }
   const DeviceWeight& lm_head() const { return w_->lm_head(); }
-  // The file's RoPE: pairing, base, linear scale and frequency factors (DESIGN.md §6).
+  // The file's RoPE: pairing, base, linear scale, frequency divisors and the logits' gain (DESIGN.md §6).
   RopeArgs rope_args() const {
     const LlamaConfig& c = config();
-    return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs()};
+    return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs(),
+            rope_logit_gain(c)};
   }
   Context& context() const { return w_->context(); }
 

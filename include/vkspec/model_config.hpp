@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "vkspec/gguf.hpp"
 
@@ -22,6 +23,13 @@ struct LlamaConfig {
   bool rope_neox = false;        // rotate (i, i + D/2) (llama.cpp's NEOX type) instead of (2i, 2i+1)
   float rope_freq_scale = 1.0f;  // linear scaling: 1 / <arch>.rope.scaling.factor
   bool rope_freqs = false;       // rope_freqs.weight (D/2) present: Llama 3.x frequency factors
+  // YaRN (rope.scaling.type "yarn", llama.cpp's ext_factor 1, beta_fast 32, beta_slow 1): pairs that
+  // turn fewer than beta_slow times over the original context are scaled by rope_freq_scale, pairs
+  // that turn more than beta_fast times are not, a linear ramp between (rope_divisors); and cos and
+  // sin carry the magnitude 1 + 0.1 ln(factor), which every q·k feels squared (rope_logit_gain).
+  bool rope_yarn = false;
+  uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length; 0: context_length
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: a further magnitude of cos and sin
   bool qk_norm = false;          // attn_q_norm / attn_k_norm (D): RMSNorm per head of q and k before RoPE (Qwen3)
   bool fused_qkv = false;        // attn_qkv.weight holds q, k, v rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate rows then up rows, no ffn_gate (Phi-3)
@@ -40,6 +48,18 @@ LlamaConfig read_llama_config(const GgufFile& f);
 // Sets the per-architecture switches (rope_neox, qk_norm, fused_*) for c.arch from the table the
 // reader uses, and clears qkv_bias where the architecture has none; false for an unknown arch.
 bool apply_arch_traits(LlamaConfig& c);
+
+// The divisor of pair i's angle (n_rot/2 of them) as the RoPE kernels apply it, before the linear
+// freq_scale: angle_i = pos * theta^(-2i/n_rot) / divisor_i * freq_scale. The file's rope_freqs
+// factors (empty: all 1) and YaRN's ramp, as one table; empty when every divisor is 1. A YaRN pair
+// turns by theta_extrap * (freq_scale * (1 - mix_i) + mix_i) with theta_extrap the file-factored
+// angle, which is this product (exact where mix_i is 0: such pairs are linear scaling bit for bit).
+std::vector<float> rope_divisors(const LlamaConfig& c, const std::vector<float>& file_factors);
+
+// What RoPE's cos/sin magnitude m does to an attention logit q·k: m², with m = attn_factor, times
+// 1 + 0.1 ln(factor) under YaRN with factor > 1. The kernels rotate without m and scale the logits
+// (the same product: every dimension is rotated, rope.dimension_count == D).
+float rope_logit_gain(const LlamaConfig& c);
 
 // Range checks shared by every reader of hyperparameters (the verifier's GGUF metadata, a draft
 // head's config.json). `where` names the file and the key ("<file>: metadata key 'x'"); each

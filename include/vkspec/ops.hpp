@@ -140,7 +140,10 @@ struct RopeArgs {
   float theta = 10000.0f;                // base (rope.freq_base)
   RopeMode mode = RopeMode::Pairs;
   float freq_scale = 1.0f;               // linear scaling: 1 / rope.scaling.factor
-  const Buffer* factors = nullptr;       // (n_rot/2) f32 frequency factors (Llama 3 rope_freqs); nullptr = all 1
+  const Buffer* factors = nullptr;       // (n_rot/2) f32 frequency divisors (rope_divisors); nullptr = all 1
+  // cos and sin's magnitude squared (rope_logit_gain): not applied by the rotation, it multiplies
+  // every attention logit of the layer instead (AttentionArgs::logit_scale).
+  float logit_gain = 1.0f;
 };
 // Row t's position: table[offset + t] (when a table is given) + first + step * t.
 struct RopePositions {
@@ -236,6 +239,7 @@ struct AttentionArgs {
   // Positions are logical (DESIGN.md §2): committed slot s is position s, a tree row's ancestor at
   // depth e is t + e.
   uint32_t window = 0;
+  float logit_scale = 1.0f;  // q·k is multiplied by logit_scale / sqrt(D) (RopeArgs::logit_gain)
   // The o-projection folded in (only where attention_folds_o says it may): o is then the residual
   // stream (N, wo->N), and each row adds its attention output times wo^T to it. o_part: scratch
   // of N · attention_o_partials floats; o_arrivals: N u32 counters, zero (and zero again after).

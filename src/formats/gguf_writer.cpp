@@ -258,10 +258,12 @@ void add_llama_metadata(GgufWriter& w, const LlamaConfig& c, const std::string& 
     w.add_u32(p + "attention.value_length", uint32_t(c.D));
   }
   w.add_f32(p + "rope.freq_base", c.rope_theta);
-  if (c.rope_freq_scale != 1.0f) {
-    w.add_string(p + "rope.scaling.type", "linear");
+  if (c.rope_freq_scale != 1.0f || c.rope_yarn) {
+    w.add_string(p + "rope.scaling.type", c.rope_yarn ? "yarn" : "linear");
     w.add_f32(p + "rope.scaling.factor", 1.0f / c.rope_freq_scale);
   }
+  if (c.rope_orig_ctx) w.add_u32(p + "rope.scaling.original_context_length", c.rope_orig_ctx);
+  if (c.rope_attn_factor != 1.0f) w.add_f32(p + "rope.scaling.attn_factor", c.rope_attn_factor);
   if (c.sliding_window) w.add_u32(p + "attention.sliding_window", c.sliding_window);
   w.add_f32(p + "attention.layer_norm_rms_epsilon", c.rms_eps);
   w.add_u32(p + "vocab_size", uint32_t(c.V));

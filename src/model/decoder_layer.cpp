@@ -27,6 +27,7 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   at.k_cache = p.kv.k, at.v_cache = p.kv.v, at.k_base = p.kv.k_base, at.v_base = p.kv.v_base, at.kv_type = p.kv.type;
   at.mask = p.mask, at.mask_offset = p.mask_offset, at.mask_words = p.mask_words, at.causal = p.mask == nullptr;
   at.window = s.window;
+  at.logit_scale = s.rope.logit_gain;
   MatmulArgs acc;
   acc.accumulate = true;  // residual add fused into the projection
   if (m.o_part && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {

@@ -1,6 +1,7 @@
 // Llama hyperparameters from GGUF keys and tensor-shape validation.
 #include "vkspec/model_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -41,6 +42,44 @@ float check_rope_theta(double v, const std::string& where) {
 
 std::string blk_name(int layer, const char* suffix) {
   return "blk." + std::to_string(layer) + "." + suffix;
+}
+
+namespace {
+// YaRN's ramp ends: the pair index that turns `turns` times over the original context n_ctx,
+// solved from n_ctx = 2π · turns · base^(2i/n_dims); in f32 as llama.cpp computes it, so the
+// floor and ceil below land on the same pairs.
+float yarn_pair(int n_dims, uint32_t n_ctx, float turns, float base) {
+  return float(n_dims) * std::log(float(n_ctx) / (turns * 2.0f * 3.14159265358979323846f)) / (2.0f * std::log(base));
+}
+}  // namespace
+
+std::vector<float> rope_divisors(const LlamaConfig& c, const std::vector<float>& file_factors) {
+  const size_t pairs = size_t(c.D) / 2;
+  std::vector<float> d(pairs, 1.0f);
+  for (size_t i = 0; i < pairs && i < file_factors.size(); ++i) d[i] = file_factors[i];
+  if (c.rope_yarn && c.rope_freq_scale != 1.0f) {
+    const float beta_fast = 32.0f, beta_slow = 1.0f;  // llama.cpp's defaults for these architectures
+    const uint32_t n_ctx = c.rope_orig_ctx ? c.rope_orig_ctx : uint32_t(c.ctx);
+    const float low = std::max(0.0f, std::floor(yarn_pair(c.D, n_ctx, beta_fast, c.rope_theta)));
+    const float high = std::min(float(c.D - 1), std::ceil(yarn_pair(c.D, n_ctx, beta_slow, c.rope_theta)));
+    const double fs = c.rope_freq_scale;
+    for (size_t i = 0; i < pairs; ++i) {
+      // mix 1: the pair keeps its angle (extrapolated); mix 0: scaled by fs like linear scaling.
+      const float y = (float(i) - low) / std::max(0.001f, high - low);
+      const double mix = 1.0 - std::min(1.0f, std::max(0.0f, y));
+      // angle · (fs(1 − mix) + mix) = angle / divisor · fs
+      d[i] = float(double(d[i]) * fs / (fs * (1.0 - mix) + mix));
+    }
+  }
+  for (float v : d)
+    if (v != 1.0f) return d;
+  return {};
+}
+
+float rope_logit_gain(const LlamaConfig& c) {
+  float m = c.rope_attn_factor;
+  if (c.rope_yarn && c.rope_freq_scale < 1.0f) m *= 1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale);
+  return m * m;
 }
 
 namespace {
@@ -104,8 +143,8 @@ constexpr const char* kKnownKeys[] = {
     "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
     "attention.layer_norm_rms_epsilon", "attention.sliding_window", "rope.dimension_count", "rope.freq_base",
     "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor",
-    // Descriptive only: the context a scaled model was trained at, and whether it was fine-tuned
-    // after scaling. Neither changes a linear-scaled computation.
+    // The context a scaled model was trained at (YaRN's ramp reads it; linear scaling does not),
+    // and whether it was fine-tuned after scaling (descriptive only).
     "rope.scaling.original_context_length", "rope.scaling.finetuned",
     "expert_count", "expert_used_count",  // written as 0 by some dense-model converters
 };
@@ -113,33 +152,46 @@ constexpr const char* kKnownKeys[] = {
 // Why a known-but-unimplemented key family is refused (the message names the key either way).
 std::string unimplemented_key_reason(std::string_view sub) {
   if (sub.find("softcapping") != std::string_view::npos) return "logit softcapping is not implemented";
-  if (sub.rfind("rope.scaling.", 0) == 0) return "this RoPE scaling (YaRN, LongRoPE, ...) is not implemented";
+  if (sub.rfind("rope.scaling.", 0) == 0)
+    return "this RoPE scaling parameter is not implemented (YaRN is computed with llama.cpp's defaults only)";
   if (sub.rfind("ssm.", 0) == 0 || sub.rfind("wkv.", 0) == 0) return "recurrent layers are not implemented";
   return "vkspec's decoder does not implement what it asks for and would compute another model";
 }
 
-// The RoPE scaling keys: linear scaling (llama.cpp's default type) and none; YaRN, LongRoPE or
-// any other type is refused. llama.cpp applies the factor whatever the type says: so do we.
+// The RoPE scaling keys: linear scaling (llama.cpp's default type), none, and YaRN; LongRoPE or any
+// other type is refused. llama.cpp applies the factor whatever the type says: so do we.
 void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) {
   const std::string type_key = p + "rope.scaling.type";
   const std::string type(f.get_string(type_key, "linear"));
-  if (type != "linear" && type != "none")
+  if (type != "linear" && type != "none" && type != "yarn")
     f.fail("metadata key '" + type_key + "': RoPE scaling '" + type +
-           "' is not implemented (vkspec computes 'linear' and 'none' scaling, and Llama 3 frequency factors "
-           "from rope_freqs.weight)");
+           "' is not implemented (vkspec computes 'linear', 'none' and 'yarn' scaling, and Llama 3 frequency "
+           "factors from rope_freqs.weight)");
+  c.rope_yarn = type == "yarn";
   std::string factor_key = p + "rope.scaling.factor";
   if (!f.has(factor_key) && f.has(p + "rope.scale_linear")) factor_key = p + "rope.scale_linear";  // older name
+  float factor = 0.0f;
   if (f.has(factor_key)) {
-    const float factor = f.get_f32(factor_key);
+    factor = f.get_f32(factor_key);
     // 0 means "unset" to llama.cpp (scale 1); negative, NaN or Inf is no factor at all.
     if (!(factor >= 0.0f) || !std::isfinite(factor))
       f.fail("metadata key '" + factor_key + "': expected a positive RoPE scaling factor, found " + number_str(factor));
     c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
   }
+  // YaRN compresses a longer context into the trained one: a factor below 1 stretches it, where
+  // llama.cpp's versions disagree on the magnitude (1 + 0.1 ln(factor) or 1), so it is refused.
+  if (c.rope_yarn && factor != 0.0f && factor < 1.0f)
+    f.fail("metadata key '" + factor_key + "': YaRN with a factor of " + number_str(factor) +
+           " (below 1) is not implemented");
+  const std::string orig_key = p + "rope.scaling.original_context_length";
+  if (f.has(orig_key)) c.rope_orig_ctx = uint32_t(positive_int(f, orig_key, f.get_u32(orig_key)));
   const std::string attn_key = p + "rope.scaling.attn_factor";
-  if (f.has(attn_key) && f.get_f32(attn_key) != 1.0f)
-    f.fail("metadata key '" + attn_key + "': a RoPE attention factor of " + number_str(f.get_f32(attn_key)) +
-           " is not implemented (only 1)");
+  if (f.has(attn_key)) {
+    const float a = f.get_f32(attn_key);
+    if (!(a > 0.0f) || !std::isfinite(a))
+      f.fail("metadata key '" + attn_key + "': expected a positive RoPE attention factor, found " + number_str(a));
+    c.rope_attn_factor = a;
+  }
   for (const char* k : {"expert_count", "expert_used_count"})
     if (f.has(p + k) && f.get_u32(p + k) != 0)
       f.fail("metadata key '" + p + k + "': mixture-of-experts layers are not implemented");

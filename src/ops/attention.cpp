@@ -170,7 +170,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   assert(!f16 || (a.D % 2 == 0 && a.k_base % 2 == 0 && a.v_base % 2 == 0));  // rows on whole u32 words
   AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t.base,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
-                     a.mask_words, a.causal ? 1u : 0u, 1.0f / std::sqrt(float(a.D)), a.t.slot,
+                     a.mask_words, a.causal ? 1u : 0u, a.logit_scale / std::sqrt(float(a.D)), a.t.slot,
                      a.k_base,   a.v_base,      a.window};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
 
