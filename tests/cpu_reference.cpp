@@ -95,6 +95,12 @@ CpuReference::CpuReference(const GgufFile& f, int max_ctx, bool kv_f16) : cfg_(r
   norm_ = load(f, "output_norm.weight");
   if (!cfg_.tied_output) out_ = load(f, "output.weight");
   if (cfg_.rope_freqs) rope_freqs_ = load(f, "rope_freqs.weight");
+  // LongRoPE: the long factors once the context exceeds the original one (llama.cpp's
+  // get_rope_factors), read here from the keys themselves.
+  if (cfg_.rope_longrope)
+    rope_freqs_ = load(f, uint32_t(cap_) > (cfg_.rope_orig_ctx ? cfg_.rope_orig_ctx : uint32_t(cfg_.ctx))
+                              ? "rope_factors_long.weight"
+                              : "rope_factors_short.weight");
   for (int l = 0; l < cfg_.L; ++l) {
     auto t = [&](const char* s) { return load(f, blk_name(l, s)); };
     Layer ly;

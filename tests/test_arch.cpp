@@ -141,7 +141,9 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
   };
   expect_refused(with("llama", [](GgufWriter& w) { w.add_string("general.architecture", "gemma2"); }),
                  {"general.architecture", "'gemma2' is not implemented"});
-  for (const char* type : {"longrope", "llama3", "su"})
+  expect_refused(with("phi3", [](GgufWriter& w) { w.add_string("phi3.rope.scaling.type", "longrope"); }),
+                 {"phi3.rope.scaling.type", "'longrope' without its factor tensors"});
+  for (const char* type : {"llama3", "su", "dynamic"})
     expect_refused(with("qwen2", [&](GgufWriter& w) { w.add_string("qwen2.rope.scaling.type", type); }),
                    {"qwen2.rope.scaling.type", std::string("'") + type + "' is not implemented"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", -2.0f); }),
@@ -168,8 +170,22 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                  {"llama.attention.layer_norm_epsilon", "does not implement"});
   // Tensors the decoder would not read: LongRoPE factors, an output bias, a bias where the
   // architecture has none.
-  expect_refused(with("phi3", [](GgufWriter& w) { w.add_tensor_f32("rope_factors_long.weight", {4}, std::vector<float>(4, 1.0f)); }),
-                 {"tensor 'rope_factors_long.weight'", "LongRoPE"});
+  // LongRoPE's factors: both tables, in a Phi-3 file, and not beside rope_freqs.
+  const std::vector<float> ones(4, 1.0f);  // small(): D = 8
+  expect_refused(with("phi3", [&](GgufWriter& w) { w.add_tensor_f32("rope_factors_long.weight", {4}, ones); }),
+                 {"tensor 'rope_factors_short.weight'", "missing", "LongRoPE"});
+  expect_refused(with("llama",
+                      [&](GgufWriter& w) {
+                        w.add_tensor_f32("rope_factors_long.weight", {4}, ones);
+                        w.add_tensor_f32("rope_factors_short.weight", {4}, ones);
+                      }),
+                 {"tensor 'rope_factors_long.weight'", "phi3 files only"});
+  expect_refused(with("phi3",
+                      [&](GgufWriter& w) {
+                        w.add_tensor_f32("rope_factors_long.weight", {4}, ones);
+                        w.add_tensor_f32("rope_factors_short.weight", {3}, std::vector<float>(3, 1.0f));
+                      }),
+                 {"tensor 'rope_factors_short.weight'", "[4]"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_tensor_f32("blk.1.attn_output.bias", {32}, std::vector<float>(32, 0.0f)); }),
                  {"tensor 'blk.1.attn_output.bias'", "not part of vkspec's llama decoder"});
   expect_refused(with("qwen3", [](GgufWriter& w) { w.add_tensor_f32("blk.0.attn_q.bias", {32}, std::vector<float>(32, 0.0f)); }),

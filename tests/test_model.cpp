@@ -96,6 +96,7 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     bool yarn = false;
     uint32_t orig_ctx = 0;
     float attn_factor = 1.0f;
+    bool longrope = false;
   };
   const Shape shapes[] = {
       {36, 3, 1, 12, 52, 101, 2, GgmlType::F32, true, false, "llama"},   // odd sizes, GQA 3:1
@@ -116,6 +117,10 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
       {48, 4, 2, 16, 80, 90, 2, GgmlType::F16, false, false, "qwen3", false, 0.25f, 0, true, 24},
       {48, 4, 2, 16, 80, 90, 2, GgmlType::Q8_0, true, false, "llama", true, 0.25f, 0, true, 24, 1.1f},
       {64, 8, 2, 8, 96, 160, 2, GgmlType::F32, true, true, "qwen2", false, 0.5f, 0, false, 0, 1.25f},
+      // Phi-3 LongRoPE with its attention factor: the 64-token context is past an original 24
+      // (long factors), then within an original 96 (short ones).
+      {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3", false, 1.0f, 0, false, 24, 1.19f, true},
+      {48, 4, 4, 12, 64, 77, 2, GgmlType::F16, false, false, "phi3", false, 1.0f, 0, false, 96, 1.19f, true},
   };
   int i = 0;
   for (const auto& s : shapes) {
@@ -128,6 +133,7 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
     cfg.rope_freq_scale = s.freq_scale;
     cfg.sliding_window = s.window;
     cfg.rope_yarn = s.yarn, cfg.rope_orig_ctx = s.orig_ctx, cfg.rope_attn_factor = s.attn_factor;
+    cfg.rope_longrope = s.longrope;
     TempFile f("model" + std::to_string(i++) + ".gguf");
     write_random_llama(f.path, cfg, 1234 + i, s.type);
     {
@@ -138,6 +144,7 @@ TEST_CASE_FIXTURE(VkTest, "verifier forward equals the CPU reference on random s
       REQUIRE(r.rope_yarn == s.yarn);
       REQUIRE(r.rope_orig_ctx == s.orig_ctx);
       REQUIRE(r.rope_attn_factor == s.attn_factor);
+      REQUIRE(r.rope_longrope == s.longrope);
     }
     // Same weights on both sides (every type is dequantized in the shader exactly as on the
     // CPU), so only f32 summation order differs.

@@ -84,7 +84,8 @@ void add_placeholder_llama_vocab(GgufWriter& w, int V);
 // weights around 1), stored as `wtype` (norms always f32). cfg.arch names the architecture and
 // brings its tensors (apply_arch_traits: fused qkv and gate|up for phi3, q/k norms for qwen3);
 // cfg.tied_output, cfg.qkv_bias, cfg.rope_freqs (random factors in 1..9), cfg.rope_freq_scale
-// (the linear scaling keys, or YaRN's with cfg.rope_yarn, cfg.rope_orig_ctx), cfg.rope_attn_factor
+// (the linear scaling keys, or YaRN's with cfg.rope_yarn, cfg.rope_orig_ctx), cfg.rope_longrope
+// (Phi-3's two factor tables), cfg.rope_attn_factor
 // and cfg.sliding_window select the optional tensors and keys.
 GgufWriter random_llama(const LlamaConfig& cfg, uint64_t seed, GgmlType wtype);
 void write_random_llama(const std::string& path, const LlamaConfig& cfg, uint64_t seed, GgmlType wtype);

@@ -66,8 +66,12 @@ class LlamaWeights {
   const DeviceWeight& embedding() const { return embd_; }
   const DeviceWeight& lm_head() const { return cfg_.tied_output ? embd_ : out_; }
   const Buffer& output_norm() const { return out_norm_; }
-  // (D/2) divisors of the RoPE angles: rope_freqs.weight and YaRN (rope_divisors); nullptr = all 1
-  const Buffer* rope_freqs() const { return rope_freqs_.size() ? &rope_freqs_ : nullptr; }
+  // (D/2) divisors of the RoPE angles for a state of `context` tokens: rope_freqs.weight (or
+  // LongRoPE's short or long factors) and YaRN (rope_divisors); nullptr = all 1.
+  const Buffer* rope_freqs(uint32_t context) const {
+    const Buffer& b = rope_uses_long_factors(cfg_, context) ? rope_long_ : rope_freqs_;
+    return b.size() ? &b : nullptr;
+  }
   Context& context() const { return ctx_; }
 
  private:
@@ -77,7 +81,7 @@ class LlamaWeights {
   uint64_t bytes_ = 0;
   DeviceWeight embd_, out_;
   Buffer out_norm_;
-  Buffer rope_freqs_;
+  Buffer rope_freqs_, rope_long_;  // rope_long_: LongRoPE's long factors
   std::vector<Layer> layers_;
 };
 
@@ -157,7 +161,7 @@ class LlamaModel {
   // The file's RoPE: pairing, base, linear scale, frequency divisors and the logits' gain (DESIGN.md §6).
   RopeArgs rope_args() const {
     const LlamaConfig& c = config();
-    return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs(),
+    return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs(cap_),
             rope_logit_gain(c)};
   }
   Context& context() const { return w_->context(); }

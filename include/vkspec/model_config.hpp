@@ -30,6 +30,10 @@ struct LlamaConfig {
   bool rope_yarn = false;
   uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length; 0: context_length
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: a further magnitude of cos and sin
+  // Phi-3 LongRoPE: rope_factors_long.weight and rope_factors_short.weight (D/2 each), frequency
+  // factors like rope_freqs; the long ones when the context used exceeds the original context
+  // (rope.scaling.original_context_length, else context_length), as llama.cpp chooses.
+  bool rope_longrope = false;
   bool qk_norm = false;          // attn_q_norm / attn_k_norm (D): RMSNorm per head of q and k before RoPE (Qwen3)
   bool fused_qkv = false;        // attn_qkv.weight holds q, k, v rows (Phi-3)
   bool fused_gate_up = false;    // ffn_up.weight holds gate rows then up rows, no ffn_gate (Phi-3)
@@ -40,8 +44,8 @@ struct LlamaConfig {
 
 // Reads `general.architecture` (llama, mistral, qwen2, qwen3, phi3 and internlm2) and the
 // `<arch>.*` keys, then validates every tensor's shape and presence. Everything a file asks for
-// that this decoder does not compute — an unknown `<arch>.*` key (softcapping, YaRN or LongRoPE
-// scaling, experts, ...) or a tensor it would not read — is refused, never ignored. Throws
+// that this decoder does not compute — an unknown `<arch>.*` key (softcapping, YaRN's yarn_*
+// parameters, experts, ...) or a tensor it would not read — is refused, never ignored. Throws
 // vkspec::Error naming the file and the key or tensor (with expected and found values).
 LlamaConfig read_llama_config(const GgufFile& f);
 
@@ -60,6 +64,9 @@ std::vector<float> rope_divisors(const LlamaConfig& c, const std::vector<float>&
 // 1 + 0.1 ln(factor) under YaRN with factor > 1. The kernels rotate without m and scale the logits
 // (the same product: every dimension is rotated, rope.dimension_count == D).
 float rope_logit_gain(const LlamaConfig& c);
+
+// LongRoPE's choice: the long factors when a context of `context` tokens exceeds the original one.
+bool rope_uses_long_factors(const LlamaConfig& c, uint32_t context);
 
 // Range checks shared by every reader of hyperparameters (the verifier's GGUF metadata, a draft
 // head's config.json). `where` names the file and the key ("<file>: metadata key 'x'"); each

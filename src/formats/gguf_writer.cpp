@@ -261,6 +261,8 @@ void add_llama_metadata(GgufWriter& w, const LlamaConfig& c, const std::string& 
   if (c.rope_freq_scale != 1.0f || c.rope_yarn) {
     w.add_string(p + "rope.scaling.type", c.rope_yarn ? "yarn" : "linear");
     w.add_f32(p + "rope.scaling.factor", 1.0f / c.rope_freq_scale);
+  } else if (c.rope_longrope) {
+    w.add_string(p + "rope.scaling.type", "longrope");
   }
   if (c.rope_orig_ctx) w.add_u32(p + "rope.scaling.original_context_length", c.rope_orig_ctx);
   if (c.rope_attn_factor != 1.0f) w.add_f32(p + "rope.scaling.attn_factor", c.rope_attn_factor);
@@ -352,6 +354,13 @@ GgufWriter random_llama(const LlamaConfig& cfg, uint64_t seed, GgmlType wtype) {
     std::vector<float> ff(size_t(c.D) / 2);
     for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 7.0f * float(i) / float(ff.size()) + rng.uniform(0.5f) + 0.5f;
     w.add_tensor_f32("rope_freqs.weight", {ff.size()}, ff, GgmlType::F32);
+  }
+  if (c.rope_longrope) {  // Phi-3 LongRoPE: short factors near 1, long ones up to ~9
+    for (const auto& [name, span] : {std::pair{"rope_factors_short.weight", 0.5f}, {"rope_factors_long.weight", 8.0f}}) {
+      std::vector<float> ff(size_t(c.D) / 2);
+      for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + span * float(i) / float(ff.size()) + rng.uniform(0.25f) + 0.25f;
+      w.add_tensor_f32(name, {ff.size()}, ff, GgmlType::F32);
+    }
   }
   for (int l = 0; l < c.L; ++l) {
     vec(blk_name(l, "attn_norm.weight"), C, 1.0f, 0.2f);

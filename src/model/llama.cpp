@@ -224,17 +224,26 @@ LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& 
   embd_ = upload_gguf_weight(ctx, {&f.require_tensor("token_embd.weight")}, path);
   if (!cfg_.tied_output) out_ = upload_gguf_weight(ctx, {&f.require_tensor("output.weight")}, path);
   out_norm_ = upload_f32(ctx, f32_of(f.require_tensor("output_norm.weight")));
-  std::vector<float> ff;
-  if (cfg_.rope_freqs) {
-    // The angle is divided by each factor: zero, negative (or NaN) factors are no frequencies.
-    ff = f32_of(f.require_tensor("rope_freqs.weight"));
+  // The angle is divided by each factor: zero, negative (or NaN) factors are no frequencies.
+  auto factors = [&](const char* name) {
+    std::vector<float> ff = f32_of(f.require_tensor(name));
     for (size_t i = 0; i < ff.size(); ++i)
       if (!(ff[i] > 0.0f))
-        f.fail("tensor 'rope_freqs.weight': element " + std::to_string(i) + " is " + std::to_string(ff[i]) +
+        f.fail(std::string("tensor '") + name + "': element " + std::to_string(i) + " is " + std::to_string(ff[i]) +
                ", expected a positive frequency factor");
+    return ff;
+  };
+  // The file's factors and YaRN's ramp as one table of divisors (none when all are 1); LongRoPE's
+  // two tables both, each state choosing by its context.
+  auto upload_divisors = [&](const std::vector<float>& ff, Buffer& to) {
+    if (const std::vector<float> d = rope_divisors(cfg_, ff); !d.empty()) to = upload_f32(ctx, d);
+  };
+  if (cfg_.rope_longrope) {
+    upload_divisors(factors("rope_factors_short.weight"), rope_freqs_);
+    upload_divisors(factors("rope_factors_long.weight"), rope_long_);
+  } else {
+    upload_divisors(cfg_.rope_freqs ? factors("rope_freqs.weight") : std::vector<float>{}, rope_freqs_);
   }
-  // The file's factors and YaRN's ramp as one table of divisors (none when all are 1).
-  if (const std::vector<float> d = rope_divisors(cfg_, ff); !d.empty()) rope_freqs_ = upload_f32(ctx, d);
   bytes_ = embd_.bytes() + out_.bytes();
   progress.add(bytes_);
 

@@ -76,6 +76,10 @@ std::vector<float> rope_divisors(const LlamaConfig& c, const std::vector<float>&
   return {};
 }
 
+bool rope_uses_long_factors(const LlamaConfig& c, uint32_t context) {
+  return c.rope_longrope && context > (c.rope_orig_ctx ? c.rope_orig_ctx : uint32_t(c.ctx));
+}
+
 float rope_logit_gain(const LlamaConfig& c) {
   float m = c.rope_attn_factor;
   if (c.rope_yarn && c.rope_freq_scale < 1.0f) m *= 1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale);
@@ -158,15 +162,16 @@ std::string unimplemented_key_reason(std::string_view sub) {
   return "vkspec's decoder does not implement what it asks for and would compute another model";
 }
 
-// The RoPE scaling keys: linear scaling (llama.cpp's default type), none, and YaRN; LongRoPE or any
-// other type is refused. llama.cpp applies the factor whatever the type says: so do we.
+// The RoPE scaling keys: linear scaling (llama.cpp's default type), none, YaRN, and LongRoPE (its
+// factor tables are tensors, checked with the others); any other type is refused. llama.cpp
+// applies the factor whatever the type says: so do we.
 void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) {
   const std::string type_key = p + "rope.scaling.type";
   const std::string type(f.get_string(type_key, "linear"));
-  if (type != "linear" && type != "none" && type != "yarn")
+  if (type != "linear" && type != "none" && type != "yarn" && type != "longrope")
     f.fail("metadata key '" + type_key + "': RoPE scaling '" + type +
-           "' is not implemented (vkspec computes 'linear', 'none' and 'yarn' scaling, and Llama 3 frequency "
-           "factors from rope_freqs.weight)");
+           "' is not implemented (vkspec computes 'linear', 'none', 'yarn' and 'longrope' scaling, and Llama 3 "
+           "frequency factors from rope_freqs.weight)");
   c.rope_yarn = type == "yarn";
   std::string factor_key = p + "rope.scaling.factor";
   if (!f.has(factor_key) && f.has(p + "rope.scale_linear")) factor_key = p + "rope.scale_linear";  // older name
@@ -299,8 +304,8 @@ LlamaConfig read_llama_config(const GgufFile& f) {
     f.fail("rows too wide: H*D + 2*Hkv*D = " + std::to_string(QD + 2 * KVD) + " and 2*F = " + std::to_string(2 * F) +
            " must each be at most " + std::to_string(kMaxRow));
   // Every tensor of the file must be one this decoder reads: llama.cpp refuses a file with
-  // tensors its architecture does not create, and an unread tensor (an output bias, LongRoPE
-  // factors, a post-norm) would mean computing a different model.
+  // tensors its architecture does not create, and an unread tensor (an output bias, a post-norm)
+  // would mean computing a different model.
   std::unordered_set<std::string> used = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
   expect_shape(f, emb, {C, V});
   expect_shape(f, f.require_tensor("output_norm.weight"), {C});
@@ -312,6 +317,27 @@ LlamaConfig read_llama_config(const GgufFile& f) {
     expect_shape(f, *rf, {D / 2});
     c.rope_freqs = true;
   }
+  // Phi-3's LongRoPE: two tables of frequency factors, one chosen by the context (rope_divisors'
+  // caller); the pair, and only in a Phi-3 file, as llama.cpp loads them.
+  const GgufTensor* rl = f.tensor("rope_factors_long.weight");
+  const GgufTensor* rs = f.tensor("rope_factors_short.weight");
+  if (rl || rs) {
+    if (c.arch != "phi3")
+      f.fail("tensor '" + std::string(rl ? "rope_factors_long.weight" : "rope_factors_short.weight") +
+             "' is not part of vkspec's " + c.arch + " decoder (LongRoPE factors are read in phi3 files only)");
+    if (!rl || !rs)
+      f.fail(std::string("tensor '") + (rl ? "rope_factors_short.weight" : "rope_factors_long.weight") +
+             "': missing (LongRoPE needs both the long and the short factors)");
+    if (c.rope_freqs) f.fail("tensor 'rope_freqs.weight': not expected beside LongRoPE's rope_factors_long/short");
+    expect_shape(f, *rl, {D / 2});
+    expect_shape(f, *rs, {D / 2});
+    c.rope_longrope = true;
+    used.insert("rope_factors_long.weight");
+    used.insert("rope_factors_short.weight");
+  }
+  if (f.get_string(p + "rope.scaling.type", "linear") == "longrope" && !c.rope_longrope)
+    f.fail("metadata key '" + p + "rope.scaling.type': 'longrope' without its factor tensors "
+           "(rope_factors_long.weight, rope_factors_short.weight)");
   const bool bias_allowed = find_arch(c.arch)->bias_allowed;
   c.qkv_bias = bias_allowed && f.tensor(blk_name(0, "attn_q.bias")) != nullptr;
   for (int l = 0; l < c.L; ++l) {
@@ -359,8 +385,7 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   for (const GgufTensor& t : f.tensors())
     if (!used.count(std::string(t.name)))
       f.fail("tensor '" + std::string(t.name) + "' is not part of vkspec's " + c.arch + " decoder" +
-             (t.name.rfind("rope_factors", 0) == 0 ? " (LongRoPE frequency factors are not implemented)"
-                                                  : " (it would be ignored, computing another model)"));
+             " (it would be ignored, computing another model)");
   return c;
 }
 
