@@ -1,7 +1,12 @@
 // make_random_gguf OUT.gguf [--dim 512] [--layers 8] [--heads 8] [--kv-heads 8] [--ffn 1408]
-//                  [--vocab 32000] [--type f16|f32|q8_0] [--seed 1] [--tied]
+//                  [--vocab 32000] [--type f16|f32|q8_0] [--seed 1] [--tied] [--arch llama]
+//                  [--yarn FACTOR] [--orig-ctx N] [--longrope]
+// --arch picks the architecture's tensors and RoPE pairing (llama, mistral, qwen2, qwen3, phi3,
+// internlm2); --yarn writes YaRN scaling keys, --longrope Phi-3's two factor tables, both from the
+// original context --orig-ctx (default: none written, the context 2048 then).
 // A random Llama model with a given shape, for benchmarks on shapes nobody ships (weights are
 // uniform in ±1/sqrt(fan_in); the file follows the GGUF spec, untied output unless --tied).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +18,8 @@
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: %s OUT.gguf [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N] "
-                         "[--vocab N] [--type f16|f32|q8_0] [--seed N] [--tied]\n", argv[0]);
+                         "[--vocab N] [--type f16|f32|q8_0] [--seed N] [--tied] [--arch A] [--yarn FACTOR] "
+                         "[--orig-ctx N] [--longrope]\n", argv[0]);
     return 2;
   }
   vkspec::LlamaConfig c;
@@ -34,6 +40,18 @@ int main(int argc, char** argv) {
     else if (a == "--vocab") c.V = int(next());
     else if (a == "--seed") seed = uint64_t(next());
     else if (a == "--tied") c.tied_output = true;
+    else if (a == "--orig-ctx") c.rope_orig_ctx = uint32_t(std::max(0L, next()));
+    else if (a == "--longrope") c.rope_longrope = true;
+    else if (a == "--arch" && i + 1 < argc) c.arch = argv[++i];
+    else if (a == "--yarn" && i + 1 < argc) {
+      const double factor = std::atof(argv[++i]);
+      if (!(factor >= 1.0 && factor <= 1e6)) {
+        std::fprintf(stderr, "--yarn needs a factor from 1 to 1e6, got '%s'\n", argv[i]);
+        return 2;
+      }
+      c.rope_yarn = true;
+      c.rope_freq_scale = float(1.0 / factor);
+    }
     else if (a == "--type" && i + 1 < argc) {
       const std::string s = argv[++i];
       t = s == "f32" ? vkspec::GgmlType::F32 : s == "q8_0" ? vkspec::GgmlType::Q8_0 : vkspec::GgmlType::F16;
@@ -48,6 +66,14 @@ int main(int argc, char** argv) {
   }
   if (c.H <= 0 || c.C % c.H || c.Hkv <= 0 || c.H % c.Hkv) {
     std::fprintf(stderr, "--heads must divide --dim and --kv-heads must divide --heads\n");
+    return 2;
+  }
+  if (!vkspec::apply_arch_traits(c)) {
+    std::fprintf(stderr, "unknown --arch '%s'\n", c.arch.c_str());
+    return 2;
+  }
+  if (c.rope_longrope && c.arch != "phi3") {
+    std::fprintf(stderr, "--longrope is Phi-3's: use --arch phi3\n");
     return 2;
   }
   c.D = c.C / c.H;

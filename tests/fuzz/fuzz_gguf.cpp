@@ -26,7 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } catch (const Error&) {
       }
     }
-    (void)read_llama_config(f);
+    const LlamaConfig c = read_llama_config(f);
+    (void)rope_divisors(c, {});  // YaRN's ramp from the file's numbers
+    (void)rope_logit_gain(c);
     for (const GgufTensor& t : f.tensors()) (void)dequantize_tensor(t);
   } catch (const Error&) {
   }

@@ -204,6 +204,13 @@ def main():
                    "--kv-heads", "1", "--ffn", "16", "--vocab", "8", "--type", ty]
             subprocess.run(cmd + (["--tied"] if tied else []), check=True, stdout=subprocess.DEVNULL)
             put(out, "fuzz_gguf", "random-%s%s.gguf" % (ty, "-tied" if tied else ""), open(tmp, "rb").read())
+    # RoPE scaling the loader computes: YaRN on a NEOX model, Phi-3's LongRoPE tables.
+    for name, extra in (("qwen2-yarn", ["--arch", "qwen2", "--yarn", "4", "--orig-ctx", "16"]),
+                        ("phi3-longrope", ["--arch", "phi3", "--longrope", "--orig-ctx", "16"])):
+        cmd = [a.make_random_gguf, tmp, "--dim", "8", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+               "--ffn", "16", "--vocab", "8", "--type", "f32", "--tied"] + extra
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        put(out, "fuzz_gguf", "random-%s.gguf" % name, open(tmp, "rb").read())
     os.remove(tmp)
     verifier = os.path.join(src, "models", "verifier.gguf")
     put(out, "fuzz_gguf", "verifier-prefix.gguf", open(verifier, "rb").read()[:65536])
