@@ -1,6 +1,9 @@
 // EAGLE head forward vs a plain CPU reference that applies rotate_half to the Hugging Face
 // layout weights (DESIGN.md §5), and the refusals of heads that do not fit the verifier.
 #include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
@@ -14,9 +17,10 @@ using namespace vkspec::test;
 namespace {
 
 // h(N, C) and logits(N, V) of the head over a causal chain at positions 0..N-1.
+// inv_freq: pair i's frequency (D/2 of them; empty: 10000^(-2i/D)).
 void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, const std::vector<uint32_t>& toks,
               const std::vector<float>& feats, std::vector<float>& h_out, std::vector<float>& logits,
-              bool kv_f16 = false) {
+              bool kv_f16 = false, const std::vector<double>& inv_freq = {}) {
   auto st = SafetensorsFile::open(dir + "/model.safetensors");
   auto W = [&](const std::string& n) { return st.tensors().at(n).to_f32(); };
   const int C = vc.C, H = vc.H, Hkv = vc.Hkv, D = vc.D, N = int(toks.size());
@@ -36,7 +40,8 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
   auto rot = [&](std::vector<double>& v, int heads, int pos) {  // HF rotate_half: pairs (i, i + D/2)
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < D / 2; ++i) {
-        double ang = pos * std::pow(10000.0, -2.0 * i / D), c = std::cos(ang), s = std::sin(ang);
+        double ang = pos * (inv_freq.empty() ? std::pow(10000.0, -2.0 * i / D) : inv_freq[size_t(i)]);
+        double c = std::cos(ang), s = std::sin(ang);
         double a = v[h * D + i], b = v[h * D + i + D / 2];
         v[h * D + i] = a * c - b * s;
         v[h * D + i + D / 2] = a * s + b * c;
@@ -133,6 +138,129 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
     }
     check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden");
     check_close(l_got, l_ref, 1e-3f, 1e-4f, "head logits");
+  }
+}
+
+// rope_scaling in a head's config.json, against Hugging Face's frequencies written the way
+// transformers computes them (_compute_llama3_parameters: masks over wavelengths), not as the
+// runtime's divisors. D = 8, theta 10^4: wavelengths 2π·10^(i) for pair i; with an original
+// context of 400, low 1 and high 8, pair 0 keeps its frequency, pair 1 (62.8, between 50 and 400)
+// is smoothed, pairs 2 and 3 are divided by the factor.
+TEST_CASE_FIXTURE(VkTest, "EAGLE head rope_scaling (linear, llama3) turns q and k as Hugging Face does") {
+  TempFile vf("head_rs_verifier.gguf");
+  LlamaConfig vc = write_verifier(vf.path, 7, 1.0f, 96, 32);
+  REQUIRE(vc.D == 8);
+  GgufFile g = GgufFile::open(vf.path);
+  const int D = vc.D;
+  std::vector<double> base(size_t(D) / 2);
+  for (int i = 0; i < D / 2; ++i) base[size_t(i)] = std::pow(10000.0, -2.0 * i / D);
+  struct Variant {
+    nlohmann::json scaling;
+    std::vector<double> inv_freq;
+  };
+  std::vector<Variant> variants;
+  {
+    std::vector<double> lin = base;
+    for (double& f : lin) f /= 2.5;
+    variants.push_back({{{"type", "linear"}, {"factor", 2.5}}, lin});
+  }
+  {
+    const double factor = 8, low = 1, high = 8, orig = 400, pi = 3.14159265358979323846;
+    std::vector<double> l3(base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      const double wavelen = 2 * pi / base[i];
+      const double llama = wavelen > orig / low ? base[i] / factor : base[i];
+      const double smooth = (orig / wavelen - low) / (high - low);
+      const double smoothed = (1 - smooth) * llama / factor + smooth * llama;
+      const bool medium = !(wavelen < orig / high) && !(wavelen > orig / low);
+      l3[i] = medium ? smoothed : llama;
+    }
+    REQUIRE(l3[0] == base[0]);  // the three regimes are all present
+    REQUIRE(l3[1] != base[1]);
+    REQUIRE(l3[1] != base[1] / factor);
+    REQUIRE(l3[3] == base[3] / factor);
+    variants.push_back({{{"rope_type", "llama3"},
+                         {"factor", factor},
+                         {"low_freq_factor", low},
+                         {"high_freq_factor", high},
+                         {"original_max_position_embeddings", 400}},
+                        l3});
+  }
+  for (const Variant& v : variants) {
+    CAPTURE(v.scaling.dump());
+    TempDir hd("head_rs");
+    write_head(hd.path, vc, vf.path, 11, 0);
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(hd.path + "/config.json"));
+    cfg["rope_scaling"] = v.scaling;
+    std::ofstream(hd.path + "/config.json") << cfg.dump(2);
+    ModelOptions mo;
+    mo.context = 64;
+    mo.max_rows = 16;
+    mo.kv_type = KvType::F32;
+    LlamaModel model(ctx, g, mo);
+    EagleHead head(ctx, hd.path, model, 64, 16);
+    const uint32_t N = 9, C = uint32_t(vc.C);
+    std::vector<uint32_t> toks;
+    for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
+    auto feats = random_floats(size_t(N) * C, 5);
+    std::vector<int32_t> pos(N);
+    for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
+    Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
+    tb.upload(toks);
+    fb.upload(feats);
+    pb.upload(pos);
+    Sequence seq(ctx);
+    seq.begin();
+    EagleHead::ForwardArgs a;
+    a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
+    head.forward(seq, a);
+    seq.run();
+    std::vector<float> h_ref, l_ref, h_plain, l_plain, h_got;
+    head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref, false, v.inv_freq);
+    head_ref(hd.path, g, vc, toks, feats, h_plain, l_plain, false);
+    for (uint32_t r = 0; r < N; ++r) {
+      auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
+      h_got.insert(h_got.end(), h.begin(), h.end());
+    }
+    check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden with rope_scaling");
+    // The scaling changes the result: unscaled RoPE is far outside the tolerance.
+    float diff = 0;
+    for (size_t i = 0; i < h_ref.size(); ++i) diff = std::max(diff, std::abs(h_ref[i] - h_plain[i]));
+    CAPTURE(diff);
+    CHECK(diff > 1e-3f);
+  }
+}
+
+TEST_CASE("EAGLE head rope_scaling that is not computed is refused naming the key") {
+  auto refused = [](nlohmann::json scaling, const std::string& what) {
+    nlohmann::json cfg = {{"hidden_size", 64}, {"num_attention_heads", 8}, {"intermediate_size", 64}, {"vocab_size", 96},
+                          {"rope_scaling", scaling}};
+    std::string msg;
+    try {
+      (void)parse_head_config(cfg.dump(), "head/config.json");
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    CAPTURE(msg);
+    CHECK(msg.find(what) != std::string::npos);
+  };
+  refused({{"rope_type", "yarn"}, {"factor", 4.0}}, "key 'rope_scaling.rope_type': RoPE scaling 'yarn' is not implemented");
+  refused({{"type", "dynamic"}, {"factor", 2.0}}, "key 'rope_scaling.type'");
+  refused({{"factor", 2.0}}, "key 'rope_scaling.type': expected a string");
+  refused({{"type", "linear"}, {"factor", -2.0}}, "key 'rope_scaling.factor': expected a positive number, found -2.0");
+  refused({{"type", "linear"}}, "key 'rope_scaling.factor': expected a positive number, found nothing");
+  refused({{"rope_type", "llama3"}, {"factor", 8.0}}, "key 'rope_scaling.original_max_position_embeddings': missing");
+  refused({{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0},
+           {"original_max_position_embeddings", 8192}},
+          "key 'rope_scaling.high_freq_factor': expected more than low_freq_factor");
+  refused("llama3", "key 'rope_scaling': expected an object or null");
+  // null and "default" are no scaling.
+  for (const nlohmann::json& none : {nlohmann::json(nullptr), nlohmann::json{{"rope_type", "default"}}}) {
+    nlohmann::json cfg = {{"hidden_size", 64}, {"num_attention_heads", 8}, {"intermediate_size", 64}, {"vocab_size", 96},
+                          {"rope_scaling", none}};
+    const HeadConfig c = parse_head_config(cfg.dump(), "head/config.json");
+    CHECK(c.rope_freq_scale == 1.0f);
+    CHECK(c.rope_divisors.empty());
   }
 }
 

@@ -25,6 +25,12 @@ namespace vkspec {
 struct HeadConfig {
   int C = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0;
   float rms_eps = 1e-6f, rope_theta = 10000.0f;
+  // rope_scaling, as Hugging Face's rotary embedding applies it: "linear" divides every frequency
+  // by factor (rope_freq_scale = 1 / factor); "llama3" divides low frequencies by factor and
+  // smooths the middle band (rope_divisors, D/2 of them, divisors of each pair's angle, as a
+  // verifier's rope_freqs.weight). Absent, null or "default": neither.
+  float rope_freq_scale = 1.0f;
+  std::vector<float> rope_divisors;
   // EAGLE-3 only.
   bool eagle3 = false;
   int draft_V = 0;   // draft_vocab_size (default vocab_size)
@@ -46,7 +52,8 @@ constexpr int64_t kMaxHeadDim = int64_t(1) << 24;
 // A head's config.json: hidden_size, num_attention_heads, num_key_value_heads (default: heads),
 // intermediate_size, vocab_size (and for EAGLE-3 draft_vocab_size, target_hidden_size) as exact
 // integers in 1..kMaxHeadDim; eagle_aux_hidden_state_layer_ids three integers; rms_norm_eps and rope_theta
-// range-checked as the verifier's are; head_dim, if given, equal to hidden_size / heads. Throws
+// range-checked as the verifier's are; head_dim, if given, equal to hidden_size / heads;
+// rope_scaling of type linear or llama3 with its numbers in range, any other type refused. Throws
 // vkspec::Error naming `path` and the key. No Vulkan: the fuzzers call it directly.
 HeadConfig parse_head_config(std::string_view json_text, const std::string& path);
 HeadConfig read_head_config(const std::string& config_path);
@@ -88,6 +95,7 @@ class EagleHeadWeights {
   std::vector<uint32_t> taps_;
   DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
   Buffer fc_bias_, post_norm_;
+  Buffer rope_divisors_;  // (D/2) f32: rope_scaling llama3's (HeadConfig), empty otherwise
   // EAGLE-3: the norms, the lm_head expanded to the verifier's vocabulary (row i + d2t[i] =
   // draft row i, other rows zero) with a bias of 0 on draft ids and -inf elsewhere, and the
   // head's own embedding when it ships one.

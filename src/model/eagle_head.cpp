@@ -66,8 +66,9 @@ DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& par
 struct ConfigReader {
   const nlohmann::json& j;
   const std::string& path;
+  const char* prefix = "";  // a nested object's keys are named "<prefix><key>"
 
-  std::string where(const char* key) const { return path + ": key '" + key + "'"; }
+  std::string where(const char* key) const { return path + ": key '" + prefix + key + "'"; }
   const nlohmann::json* find(const char* key) const {
     auto it = j.find(key);
     return it == j.end() ? nullptr : &*it;
@@ -94,7 +95,57 @@ struct ConfigReader {
     if (!v->is_number()) throw Error(where(key) + ": expected a number, found " + v->type_name());
     return v->get<double>();
   }
+  // A number, or the fallback when absent, that must satisfy ok (what it must be: `expected`).
+  double number(const char* key, double fallback, bool (*ok)(double), const char* expected) const {
+    const double v = number(key, fallback);
+    if (!ok(v)) throw Error(where(key) + ": expected " + expected + ", found " + (find(key) ? find(key)->dump() : "nothing"));
+    return v;
+  }
 };
+
+// rope_scaling (Hugging Face's rope_type, or the older `type`): see HeadConfig. Llama 3's
+// frequencies as transformers' _compute_llama3_parameters makes them, expressed as divisors: a
+// pair whose wavelength 2π/f is shorter than original / high_freq_factor keeps f (1), one longer
+// than original / low_freq_factor gets f / factor, and between them f · ((1 − s) / factor + s) with
+// s = (original / wavelength − low) / (high − low).
+void read_head_rope_scaling(const nlohmann::json& rs, const std::string& path, HeadConfig& c) {
+  if (!rs.is_object())
+    throw Error(path + ": key 'rope_scaling': expected an object or null, found " + std::string(rs.type_name()));
+  const ConfigReader r{rs, path, "rope_scaling."};
+  const char* type_key = r.find("rope_type") ? "rope_type" : "type";
+  const nlohmann::json* t = r.find(type_key);
+  if (!t || !t->is_string()) throw Error(r.where(type_key) + ": expected a string naming the scaling");
+  const std::string type = t->get<std::string>();
+  if (type == "default") return;
+  if (type != "linear" && type != "llama3")
+    throw Error(r.where(type_key) + ": RoPE scaling '" + type + "' is not implemented for draft heads (linear, llama3)");
+  auto positive = [](double v) { return v > 0.0 && std::isfinite(v) && v < 1e30; };
+  const double factor = r.number("factor", 0.0, positive, "a positive number");
+  if (type == "linear") {
+    c.rope_freq_scale = float(1.0 / factor);
+    return;
+  }
+  const double low = r.number("low_freq_factor", 1.0, positive, "a positive number");
+  const double high = r.number("high_freq_factor", 4.0, positive, "a positive number");
+  if (!(high > low))
+    throw Error(r.where("high_freq_factor") + ": expected more than low_freq_factor " + std::to_string(low));
+  const nlohmann::json* o = r.find("original_max_position_embeddings");
+  if (!o) throw Error(r.where("original_max_position_embeddings") + ": missing (llama3 scaling needs it)");
+  const double original = r.integer("original_max_position_embeddings", *o);
+  c.rope_divisors.resize(size_t(c.D) / 2);
+  for (size_t i = 0; i < c.rope_divisors.size(); ++i) {
+    const double f = std::pow(double(c.rope_theta), -2.0 * double(i) / c.D);
+    const double wavelength = 2 * 3.14159265358979323846 / f;
+    double d = 1.0;
+    if (wavelength > original / low) {
+      d = factor;
+    } else if (wavelength >= original / high) {
+      const double s = (original / wavelength - low) / (high - low);
+      d = 1.0 / ((1.0 - s) / factor + s);
+    }
+    c.rope_divisors[i] = float(d);
+  }
+}
 
 }  // namespace
 
@@ -137,6 +188,7 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
   if (const nlohmann::json* hd = r.find("head_dim"); hd && r.integer("head_dim", *hd) != c.D)
     throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
                 ", found " + hd->dump());
+  if (const nlohmann::json* rs = r.find("rope_scaling"); rs && !rs->is_null()) read_head_rope_scaling(*rs, path, c);
   // EAGLE-3: named so by an architectures entry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM)
   // or by the key only EAGLE-3 heads have.
   if (const nlohmann::json* arch = r.find("architectures"); arch && arch->is_array())
@@ -298,6 +350,7 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   wqkv_ = upload_rows(ctx, {&f.get(L + "self_attn.q_proj.weight", {HD, Kin}), &f.get(L + "self_attn.k_proj.weight", {KV, Kin}),
                             &f.get(L + "self_attn.v_proj.weight", {KV, Kin})});
   wo_ = upload_rows(ctx, {&f.get(L + "self_attn.o_proj.weight", {C, HD})});
+  if (!cfg_.rope_divisors.empty()) rope_divisors_ = upload_f32(ctx, cfg_.rope_divisors);
   wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})});
   wdown_ = upload_rows(ctx, {&f.get(L + "mlp.down_proj.weight", {C, F})});
   post_norm_ = upload_f32(ctx, f.get(L + "post_attention_layernorm.weight", {C}).to_f32());
@@ -375,7 +428,8 @@ void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const Lla
 
 uint64_t EagleHeadWeights::bytes() const {
   return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size() +
-         lm_head_.bytes() + embd_.bytes() + in_norm_.size() + hid_norm_.size() + out_norm_.size() + vocab_bias_.size();
+         lm_head_.bytes() + embd_.bytes() + in_norm_.size() + hid_norm_.size() + out_norm_.size() + vocab_bias_.size() +
+         rope_divisors_.size();
 }
 
 EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
@@ -422,7 +476,11 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
                  D = uint32_t(cfg.D), HD = H * D, KV = Hkv * D;
   record_decoder_layer(
       seq, {.wqkv = &w.wqkv_, .wo = &w.wo_, .ffn_norm = &w.post_norm_, .wgu = &w.wgu_, .wdown = &w.wdown_},
-      {.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = {cfg.rope_theta, RopeMode::Halves}},
+      {.H = H,
+       .Hkv = Hkv,
+       .D = D,
+       .rms_eps = cfg.rms_eps,
+       .rope = {cfg.rope_theta, RopeMode::Halves, cfg.rope_freq_scale, w.rope_divisors_.size() ? &w.rope_divisors_ : nullptr}},
       {.in = attn_in,
        .x = {&x_, 0, pad4(C)},
        .xn = {&xn_, 0, pad4(C)},

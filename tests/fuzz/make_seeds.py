@@ -260,6 +260,16 @@ def main():
     put(out, "fuzz_head_config", "minimal.json",
         json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
                     "vocab_size": 256}).encode())
+    # rope_scaling as Llama 3.1 heads ship it, and the older linear form.
+    put(out, "fuzz_head_config", "rope-llama3.json",
+        json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
+                    "vocab_size": 256, "rope_theta": 500000.0,
+                    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                     "original_max_position_embeddings": 8192,
+                                     "rope_type": "llama3"}}).encode())
+    put(out, "fuzz_head_config", "rope-linear.json",
+        json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
+                    "vocab_size": 256, "rope_scaling": {"type": "linear", "factor": 2.0}}).encode())
 
 
 if __name__ == "__main__":
