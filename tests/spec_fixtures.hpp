@@ -99,8 +99,9 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
 // Writes an EAGLE head folder (model.safetensors + config.json) in Hugging Face layout.
 // mode 0: random weights (low acceptance). mode 1: oracle (see above). mode 2: oracle + noise.
 // nan: fc.weight all NaN (a broken head: every hidden state and logit it makes is NaN).
+// extra: further (C)-shaped tensors of ones under these names.
 inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const std::string& verifier_path, uint32_t seed,
-                       int mode, float noise = 0.0f, bool nan = false) {
+                       int mode, float noise = 0.0f, bool nan = false, const std::vector<std::string>& extra = {}) {
   const uint64_t C = vcfg.C, F = 64, H = vcfg.H, Hkv = vcfg.Hkv, D = vcfg.D;
   std::mt19937 rng(seed);
   std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> t;
@@ -123,6 +124,7 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
   t.push_back({"layers.0.mlp.up_proj.weight", {{F, C}, uniform(F * C, rng, a)}});
   t.push_back({"layers.0.mlp.down_proj.weight", {{C, F}, uniform(C * F, rng, layer)}});
   t.push_back({"layers.0.post_attention_layernorm.weight", {{C}, std::vector<float>(C, 1.0f)}});
+  for (const std::string& name : extra) t.push_back({name, {{C}, std::vector<float>(C, 1.0f)}});
   // safetensors: u64 header length, JSON header, then the data (F16 here, as published heads).
   nlohmann::json h = nlohmann::json::object();
   std::vector<uint8_t> data;

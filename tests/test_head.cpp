@@ -264,6 +264,51 @@ TEST_CASE("EAGLE head rope_scaling that is not computed is refused naming the ke
   }
 }
 
+TEST_CASE_FIXTURE(VkTest, "a head with a tensor it would not read is refused naming it") {
+  TempFile vf("unread_verifier.gguf");
+  LlamaConfig vc = write_verifier(vf.path, 7, 1.0f);
+  ModelOptions mo;
+  mo.context = 64;
+  LlamaModel model(ctx, GgufFile::open(vf.path), mo);
+  auto load_error = [&](const std::vector<std::string>& extra) {
+    TempDir hd("head_unread");
+    write_head(hd.path, vc, vf.path, 11, 0, 0.0f, false, extra);
+    try {
+      EagleHead head(ctx, hd.path, model, 64, 16);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const char* name : {"layers.0.input_layernorm.weight", "layers.0.self_attn.q_proj.bias", "layers.1.mlp.up_proj.weight"}) {
+    const std::string msg = load_error({name});
+    CAPTURE(msg);
+    CHECK(msg.find(std::string("tensor ") + name + " is not part of an EAGLE-1/2 head") != std::string::npos);
+  }
+  // A saved rotary buffer is recomputed, not read: accepted (its shape does not matter here).
+  CHECK(load_error({"layers.0.self_attn.rotary_emb.inv_freq"}).empty());
+}
+
+TEST_CASE("a head config that names another layer is refused naming the key") {
+  auto msg_of = [](const std::string& key, nlohmann::json v) {
+    nlohmann::json cfg = {{"hidden_size", 64}, {"num_attention_heads", 8}, {"intermediate_size", 64}, {"vocab_size", 96}};
+    cfg[key] = v;
+    try {
+      (void)parse_head_config(cfg.dump(), "head/config.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(msg_of("hidden_act", "gelu").find("key 'hidden_act': \"gelu\" is not implemented") != std::string::npos);
+  CHECK(msg_of("num_hidden_layers", 2).find("key 'num_hidden_layers': 2 layers") != std::string::npos);
+  CHECK(msg_of("attention_bias", true).find("key 'attention_bias': true is not implemented") != std::string::npos);
+  CHECK(msg_of("mlp_bias", true).find("key 'mlp_bias'") != std::string::npos);
+  CHECK(msg_of("hidden_act", "silu").empty());
+  CHECK(msg_of("num_hidden_layers", 1).empty());
+  CHECK(msg_of("attention_bias", false).empty());
+}
+
 TEST_CASE_FIXTURE(VkTest, "a head that does not fit the verifier is refused with the reason") {
   TempFile vf("fit_verifier.gguf");
   LlamaConfig vc = write_verifier(vf.path, 3, 1.0f);

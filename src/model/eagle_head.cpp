@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "vkspec/dtype.hpp"
@@ -154,13 +155,30 @@ struct HeadTensors {
   const std::map<std::string, SafeTensor>& tensors;
   const std::string& file;
   bool check;
+  std::set<std::string>* read;  // every name looked up (the unread ones are refused at the end)
   const SafeTensor& get(const std::string& name, std::vector<uint64_t> shape) const {
+    read->insert(name);
     const SafeTensor& t = find_tensor(tensors, file, name, shape);
     if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
       throw Error(file + ": tensor " + name + " has dtype " + t.dtype + ", expected F32, F16 or BF16");
     return check ? finite(t, name, file) : t;
   }
 };
+
+// A tensor the head does not read would be silently dropped (an input_layernorm, a bias, a
+// second layer): refused, naming it. Two kinds are known and harmless: EAGLE-1/2's
+// embed_tokens.weight, the base model's embedding that the reference code also takes from the
+// verifier, and a saved rotary_emb.inv_freq buffer, recomputed from rope_theta and rope_scaling.
+static void refuse_unread(const std::map<std::string, SafeTensor>& tensors, const std::set<std::string>& read, bool eagle3,
+                   const std::string& path) {
+  for (const auto& [name, t] : tensors) {
+    if (read.count(name) || (!eagle3 && name == "embed_tokens.weight")) continue;
+    const std::string_view inv = "rotary_emb.inv_freq";
+    if (name.size() >= inv.size() && name.compare(name.size() - inv.size(), inv.size(), inv) == 0) continue;
+    throw Error(path + ": tensor " + name + " is not part of " + (eagle3 ? "an EAGLE-3" : "an EAGLE-1/2") +
+                " head as vkspec computes it (it would be ignored, computing another head)");
+  }
+}
 
 HeadConfig parse_head_config(std::string_view json_text, const std::string& path) {
   nlohmann::json j;
@@ -189,6 +207,14 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
     throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
                 ", found " + hd->dump());
   if (const nlohmann::json* rs = r.find("rope_scaling"); rs && !rs->is_null()) read_head_rope_scaling(*rs, path, c);
+  // One SwiGLU decoder layer is what a head computes; a config that says otherwise is another head.
+  if (const nlohmann::json* a = r.find("hidden_act"); a && !(a->is_string() && a->get<std::string>() == "silu"))
+    throw Error(r.where("hidden_act") + ": " + a->dump() + " is not implemented (draft heads compute silu)");
+  if (const nlohmann::json* n = r.find("num_hidden_layers"); n && r.integer("num_hidden_layers", *n) != 1)
+    throw Error(r.where("num_hidden_layers") + ": " + n->dump() + " layers; a draft head is one decoder layer");
+  for (const char* k : {"attention_bias", "mlp_bias"})
+    if (const nlohmann::json* b = r.find(k); b && *b != false)
+      throw Error(r.where(k) + ": " + b->dump() + " is not implemented (draft head projections have no bias)");
   // EAGLE-3: named so by an architectures entry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM)
   // or by the key only EAGLE-3 heads have.
   if (const nlohmann::json* arch = r.find("architectures"); arch && arch->is_array())
@@ -336,7 +362,8 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   std::optional<TorchFile> torch_file;
   const std::map<std::string, SafeTensor>& tensors =
       torch ? torch_file.emplace(TorchFile::open(path_)).tensors() : st_file.emplace(SafetensorsFile::open(path_)).tensors();
-  const HeadTensors f{tensors, path_, check_finite};
+  std::set<std::string> read;
+  const HeadTensors f{tensors, path_, check_finite, &read};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
   // EAGLE-3's attention reads the 2C-wide concat(embedding, hidden), under the `midlayer` name.
   const std::string L = cfg_.eagle3 ? "midlayer." : "layers.0.";
@@ -354,8 +381,9 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})});
   wdown_ = upload_rows(ctx, {&f.get(L + "mlp.down_proj.weight", {C, F})});
   post_norm_ = upload_f32(ctx, f.get(L + "post_attention_layernorm.weight", {C}).to_f32());
-
+  refuse_unread(tensors, read, cfg_.eagle3, path_);
 }
+
 
 void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const LlamaConfig& vc) {
   const uint64_t C = cfg_.C, V = cfg_.V, Vd = cfg_.draft_V;
@@ -377,6 +405,7 @@ void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const Lla
   std::vector<int64_t> map(Vd);
   for (uint64_t i = 0; i < Vd; ++i) map[i] = int64_t(i);
   if (f.tensors.count("d2t")) {
+    f.read->insert("d2t");
     const SafeTensor& d = find_tensor(f.tensors, path_, "d2t", {Vd});
     if (d.dtype != "I64") throw Error(path_ + ": tensor d2t has dtype " + d.dtype + ", expected I64");
     for (uint64_t i = 0; i < Vd; ++i) {
@@ -400,6 +429,7 @@ void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const Lla
   }
   // t2d, when there, is d2t's inverse as a mask: it must name exactly the mapped ids.
   if (f.tensors.count("t2d")) {
+    f.read->insert("t2d");
     const SafeTensor& t = find_tensor(f.tensors, path_, "t2d", {V});
     if (t.dtype != "BOOL") throw Error(path_ + ": tensor t2d has dtype " + t.dtype + ", expected BOOL");
     for (uint64_t j = 0; j < V; ++j)
