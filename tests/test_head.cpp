@@ -92,6 +92,38 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
   }
 }
 
+// The head over a causal chain of N tokens at positions 0..N-1 with random features: the inputs
+// (toks, feats) and what it made (hidden rows h, logits rows l), read back row by row.
+struct HeadRun {
+  std::vector<uint32_t> toks;
+  std::vector<float> feats, h, l;
+};
+HeadRun run_head(Context& ctx, EagleHead& head, const LlamaConfig& vc, uint32_t N) {
+  HeadRun run;
+  const uint32_t C = uint32_t(vc.C);
+  for (uint32_t i = 0; i < N; ++i) run.toks.push_back((i * 29 + 3) % uint32_t(vc.V));
+  run.feats = random_floats(size_t(N) * C, 5);
+  std::vector<int32_t> pos(N);
+  for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
+  Buffer tb(ctx, N * 4), fb(ctx, run.feats.size() * 4), pb(ctx, N * 4);
+  tb.upload(run.toks);
+  fb.upload(run.feats);
+  pb.upload(pos);
+  Sequence seq(ctx);
+  seq.begin();
+  EagleHead::ForwardArgs a;
+  a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
+  head.forward(seq, a);
+  seq.run();
+  for (uint32_t r = 0; r < N; ++r) {
+    auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
+    auto l = head.logits().buf->read<float>(vc.V, size_t(r) * head.logits().stride * 4);
+    run.h.insert(run.h.end(), h.begin(), h.end());
+    run.l.insert(run.l.end(), l.begin(), l.end());
+  }
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on Hugging Face layout weights") {
@@ -112,32 +144,11 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
     EagleHead head(ctx, hd.path, model, 64, 16);
     CHECK(head.kv_type() == kv);
 
-    const uint32_t N = 9, C = uint32_t(vc.C);
-    std::vector<uint32_t> toks;
-    for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
-    auto feats = random_floats(size_t(N) * C, 5);
-    std::vector<int32_t> pos(N);
-    for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
-    Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
-    tb.upload(toks);
-    fb.upload(feats);
-    pb.upload(pos);
-    Sequence seq(ctx);
-    seq.begin();
-    EagleHead::ForwardArgs a;
-    a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
-    head.forward(seq, a);
-    seq.run();
-    std::vector<float> h_ref, l_ref, h_got, l_got;
-    head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref, kv == KvType::F16);
-    for (uint32_t r = 0; r < N; ++r) {
-      auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
-      auto l = head.logits().buf->read<float>(vc.V, size_t(r) * head.logits().stride * 4);
-      h_got.insert(h_got.end(), h.begin(), h.end());
-      l_got.insert(l_got.end(), l.begin(), l.end());
-    }
-    check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden");
-    check_close(l_got, l_ref, 1e-3f, 1e-4f, "head logits");
+    const HeadRun run = run_head(ctx, head, vc, 9);
+    std::vector<float> h_ref, l_ref;
+    head_ref(hd.path, g, vc, run.toks, run.feats, h_ref, l_ref, kv == KvType::F16);
+    check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
+    check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
   }
 }
 
@@ -199,30 +210,11 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head rope_scaling (linear, llama3) turns q and 
     mo.kv_type = KvType::F32;
     LlamaModel model(ctx, g, mo);
     EagleHead head(ctx, hd.path, model, 64, 16);
-    const uint32_t N = 9, C = uint32_t(vc.C);
-    std::vector<uint32_t> toks;
-    for (uint32_t i = 0; i < N; ++i) toks.push_back((i * 29 + 3) % uint32_t(vc.V));
-    auto feats = random_floats(size_t(N) * C, 5);
-    std::vector<int32_t> pos(N);
-    for (uint32_t i = 0; i < N; ++i) pos[i] = int32_t(i);
-    Buffer tb(ctx, N * 4), fb(ctx, feats.size() * 4), pb(ctx, N * 4);
-    tb.upload(toks);
-    fb.upload(feats);
-    pb.upload(pos);
-    Sequence seq(ctx);
-    seq.begin();
-    EagleHead::ForwardArgs a;
-    a.N = N, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos = &pb;
-    head.forward(seq, a);
-    seq.run();
-    std::vector<float> h_ref, l_ref, h_plain, l_plain, h_got;
-    head_ref(hd.path, g, vc, toks, feats, h_ref, l_ref, false, v.inv_freq);
-    head_ref(hd.path, g, vc, toks, feats, h_plain, l_plain, false);
-    for (uint32_t r = 0; r < N; ++r) {
-      auto h = head.hidden().buf->read<float>(C, size_t(r) * head.hidden().stride * 4);
-      h_got.insert(h_got.end(), h.begin(), h.end());
-    }
-    check_close(h_got, h_ref, 1e-4f, 1e-4f, "head hidden with rope_scaling");
+    const HeadRun run = run_head(ctx, head, vc, 9);
+    std::vector<float> h_ref, l_ref, h_plain, l_plain;
+    head_ref(hd.path, g, vc, run.toks, run.feats, h_ref, l_ref, false, v.inv_freq);
+    head_ref(hd.path, g, vc, run.toks, run.feats, h_plain, l_plain, false);
+    check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden with rope_scaling");
     // The scaling changes the result: unscaled RoPE is far outside the tolerance.
     float diff = 0;
     for (size_t i = 0; i < h_ref.size(); ++i) diff = std::max(diff, std::abs(h_ref[i] - h_plain[i]));
