@@ -50,7 +50,7 @@ void main() {
   const uint b0 = gl_WorkGroupID.y * BMAX;
   const uint kb = (pc.K + 31) / 32;
 
-  float acc[MAXR * MAXB];
+  precise float acc[MAXR * MAXB];
   for (uint i = 0; i < ROWS * BMAX; ++i) acc[i] = 0.0;
 
   for (uint blk = lid; blk < kb; blk += wg) {
@@ -64,7 +64,7 @@ void main() {
         const uint bb = b0 + b;
         if (bb >= pc.B) break;
         const uint xb = (pc.x_offset + bb * pc.x_stride + k0) / 4;
-        float s = 0.0;
+        precise float s = 0.0;
         if (k0 + 32 <= pc.K) {
           for (uint i = 0; i < 8; ++i) s += dot(w[i], x4[xb + i]);
         } else {

@@ -148,8 +148,12 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                    {"qwen2.rope.scaling.type", std::string("'") + type + "' is not implemented"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", -2.0f); }),
                  {"llama.rope.scaling.factor", "positive"});
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", 1e-40f); }),
+                 {"llama.rope.scaling.factor", "positive"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", -1.2f); }),
                  {"llama.rope.scaling.attn_factor", "positive"});
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", 1e30f); }),
+                 {"llama.rope.scaling.attn_factor", "not a positive finite float"});
   expect_refused(with("qwen2",
                       [](GgufWriter& w) {
                         w.add_string("qwen2.rope.scaling.type", "yarn");

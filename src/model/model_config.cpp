@@ -179,7 +179,8 @@ void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) 
   if (f.has(factor_key)) {
     factor = f.get_f32(factor_key);
     // 0 means "unset" to llama.cpp (scale 1); negative, NaN or Inf is no factor at all.
-    if (!(factor >= 0.0f) || !std::isfinite(factor))
+    // (A factor so small that its inverse overflows is no scale either.)
+    if (!(factor >= 0.0f) || !std::isfinite(factor) || (factor != 0.0f && !std::isfinite(1.0f / factor)))
       f.fail("metadata key '" + factor_key + "': expected a positive RoPE scaling factor, found " + number_str(factor));
     c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
   }
@@ -197,6 +198,10 @@ void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) 
       f.fail("metadata key '" + attn_key + "': expected a positive RoPE attention factor, found " + number_str(a));
     c.rope_attn_factor = a;
   }
+  // The logits' gain (attn_factor and YaRN's magnitude, squared) must be a float the kernels can use.
+  if (const float g = rope_logit_gain(c); !(g > 0.0f) || !std::isfinite(g))
+    f.fail("metadata key '" + attn_key + "': a RoPE attention factor of " + number_str(c.rope_attn_factor) +
+           " makes the attention logits' gain " + number_str(g) + " (not a positive finite float)");
   for (const char* k : {"expert_count", "expert_used_count"})
     if (f.has(p + k) && f.get_u32(p + k) != 0)
       f.fail("metadata key '" + p + k + "': mixture-of-experts layers are not implemented");
