@@ -77,7 +77,7 @@ TEST_CASE("architectures: each one's switches come from its row of the table and
   CHECK(read_llama_config(GgufFile::open(f.path)).D == 12);
 }
 
-TEST_CASE("architectures: linear RoPE scaling is read from either key; 0 means unset as in llama.cpp") {
+TEST_CASE("architectures: linear RoPE scaling is read from either key; 0 means unset and type none no scale, as in llama.cpp") {
   TempFile f("scale.gguf");
   auto scale_of = [&](const GgufWriter& w) {
     REQUIRE(config_error(w, f).empty());
@@ -93,9 +93,10 @@ TEST_CASE("architectures: linear RoPE scaling is read from either key; 0 means u
   w.remove("llama.rope.scaling.factor");
   w.add_f32("llama.rope.scale_linear", 2.0f);  // the older name
   CHECK(scale_of(w) == 0.5f);
-  w.add_string("llama.rope.scaling.type", "none");
   w.add_u32("llama.rope.scaling.original_context_length", 32);  // descriptive only
   CHECK(scale_of(w) == 0.5f);
+  w.add_string("llama.rope.scaling.type", "none");  // llama.cpp: "never scale if scaling type is none"
+  CHECK(scale_of(w) == 1.0f);
 }
 
 TEST_CASE("architectures: YaRN's keys are read and its ramp runs from kept pairs to scaled ones") {

@@ -163,8 +163,8 @@ std::string unimplemented_key_reason(std::string_view sub) {
 }
 
 // The RoPE scaling keys: linear scaling (llama.cpp's default type), none, YaRN, and LongRoPE (its
-// factor tables are tensors, checked with the others); any other type is refused. llama.cpp
-// applies the factor whatever the type says: so do we.
+// factor tables are tensors, checked with the others); any other type is refused. As llama.cpp
+// does, every type but "none" applies the factor, and "none" never scales.
 void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) {
   const std::string type_key = p + "rope.scaling.type";
   const std::string type(f.get_string(type_key, "linear"));
@@ -182,7 +182,7 @@ void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) 
     // (A factor so small that its inverse overflows is no scale either.)
     if (!(factor >= 0.0f) || !std::isfinite(factor) || (factor != 0.0f && !std::isfinite(1.0f / factor)))
       f.fail("metadata key '" + factor_key + "': expected a positive RoPE scaling factor, found " + number_str(factor));
-    c.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    c.rope_freq_scale = factor == 0.0f || type == "none" ? 1.0f : 1.0f / factor;
   }
   // YaRN compresses a longer context into the trained one: a factor below 1 stretches it, where
   // llama.cpp's versions disagree on the magnitude (1 + 0.1 ln(factor) or 1), so it is refused.
