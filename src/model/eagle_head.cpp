@@ -170,7 +170,7 @@ struct HeadTensors {
 // embed_tokens.weight, the base model's embedding that the reference code also takes from the
 // verifier, and a saved rotary_emb.inv_freq buffer, recomputed from rope_theta and rope_scaling.
 static void refuse_unread(const std::map<std::string, SafeTensor>& tensors, const std::set<std::string>& read, bool eagle3,
-                   const std::string& path) {
+                          const std::string& path) {
   for (const auto& [name, t] : tensors) {
     if (read.count(name) || (!eagle3 && name == "embed_tokens.weight")) continue;
     const std::string_view inv = "rotary_emb.inv_freq";
@@ -383,7 +383,6 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   post_norm_ = upload_f32(ctx, f.get(L + "post_attention_layernorm.weight", {C}).to_f32());
   refuse_unread(tensors, read, cfg_.eagle3, path_);
 }
-
 
 void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const LlamaConfig& vc) {
   const uint64_t C = cfg_.C, V = cfg_.V, Vd = cfg_.draft_V;
