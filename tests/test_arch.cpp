@@ -153,6 +153,16 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                  {"llama.rope.scaling.factor", "positive"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", -1.2f); }),
                  {"llama.rope.scaling.attn_factor", "positive"});
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", NAN); }),
+                 {"llama.rope.scaling.attn_factor", "positive"});
+  expect_refused(with("qwen2",
+                      [](GgufWriter& w) {
+                        w.add_string("qwen2.rope.scaling.type", "yarn");
+                        w.add_f32("qwen2.rope.scaling.factor", NAN);
+                      }),
+                 {"qwen2.rope.scaling.factor", "positive"});
+  expect_refused(with("qwen2", [](GgufWriter& w) { w.add_u32("qwen2.rope.scaling.original_context_length", 0); }),
+                 {"qwen2.rope.scaling.original_context_length"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", 1e30f); }),
                  {"llama.rope.scaling.attn_factor", "not a positive finite float"});
   expect_refused(with("qwen2",

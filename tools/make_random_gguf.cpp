@@ -6,7 +6,6 @@
 // original context --orig-ctx (default: none written, the context 2048 then).
 // A random Llama model with a given shape, for benchmarks on shapes nobody ships (weights are
 // uniform in ±1/sqrt(fan_in); the file follows the GGUF spec, untied output unless --tied).
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +39,15 @@ int main(int argc, char** argv) {
     else if (a == "--vocab") c.V = int(next());
     else if (a == "--seed") seed = uint64_t(next());
     else if (a == "--tied") c.tied_output = true;
-    else if (a == "--orig-ctx") c.rope_orig_ctx = uint32_t(std::max(0L, next()));
+    else if (a == "--orig-ctx" && i + 1 < argc) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(argv[++i], &end, 10);
+      if (*argv[i] == '-' || *end != '\0' || v == 0 || v > 0x7fffffffULL) {
+        std::fprintf(stderr, "--orig-ctx needs a context from 1 to 2^31-1, got '%s'\n", argv[i]);
+        return 2;
+      }
+      c.rope_orig_ctx = uint32_t(v);
+    }
     else if (a == "--longrope") c.rope_longrope = true;
     else if (a == "--arch" && i + 1 < argc) c.arch = argv[++i];
     else if (a == "--yarn" && i + 1 < argc) {

@@ -72,11 +72,13 @@ class LlamaWeights {
     const Buffer& b = rope_uses_long_factors(cfg_, context) ? rope_long_ : rope_freqs_;
     return b.size() ? &b : nullptr;
   }
+  float rope_logit_gain() const { return rope_logit_gain_; }  // vkspec::rope_logit_gain(config()), once
   Context& context() const { return ctx_; }
 
  private:
   Context& ctx_;
   LlamaConfig cfg_;
+  float rope_logit_gain_ = 1.0f;
   std::string path_;
   uint64_t bytes_ = 0;
   DeviceWeight embd_, out_;
@@ -162,7 +164,7 @@ class LlamaModel {
   RopeArgs rope_args() const {
     const LlamaConfig& c = config();
     return {c.rope_theta, c.rope_neox ? RopeMode::Halves : RopeMode::Pairs, c.rope_freq_scale, w_->rope_freqs(cap_),
-            rope_logit_gain(c)};
+            w_->rope_logit_gain()};
   }
   Context& context() const { return w_->context(); }
 

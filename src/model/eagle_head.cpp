@@ -172,9 +172,7 @@ struct HeadTensors {
 static void refuse_unread(const std::map<std::string, SafeTensor>& tensors, const std::set<std::string>& read, bool eagle3,
                           const std::string& path) {
   for (const auto& [name, t] : tensors) {
-    if (read.count(name) || (!eagle3 && name == "embed_tokens.weight")) continue;
-    const std::string_view inv = "rotary_emb.inv_freq";
-    if (name.size() >= inv.size() && name.compare(name.size() - inv.size(), inv.size(), inv) == 0) continue;
+    if (read.count(name) || (!eagle3 && name == "embed_tokens.weight") || name.ends_with("rotary_emb.inv_freq")) continue;
     throw Error(path + ": tensor " + name + " is not part of " + (eagle3 ? "an EAGLE-3" : "an EAGLE-1/2") +
                 " head as vkspec computes it (it would be ignored, computing another head)");
   }

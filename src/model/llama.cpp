@@ -233,6 +233,7 @@ LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& 
                ", expected a positive frequency factor");
     return ff;
   };
+  rope_logit_gain_ = vkspec::rope_logit_gain(cfg_);
   // The file's factors and YaRN's ramp as one table of divisors (none when all are 1); LongRoPE's
   // two tables both, each state choosing by its context.
   auto upload_divisors = [&](const std::vector<float>& ff, Buffer& to) {
