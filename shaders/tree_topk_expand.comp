@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // The step from one draft level to the next in one dispatch: topk (topk_row.glsl) of the F
 // frontier rows' logits, one workgroup per row, then, in whichever workgroup finishes its row
 // last, draft_expand (expand.glsl) over them and, when `gather` is set, the inputs of the next
@@ -12,6 +13,10 @@
 // orders its reads after the increment it observed by another (GLSL 4.50 §4.10, §8.17; the
 // single-pass reduction pattern). No workgroup ever waits for another, so no forward-progress
 // guarantee between workgroups is needed.
+//
+// EMBED (a variant per weight type, like embed.comp's): the gather also writes each next-level
+// node's token embedding (the table at bindings 16/17, weights.glsl) into row f of the head's
+// input from e_offset on, through feat's binding — embed.comp's values, one dispatch fewer a level.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
@@ -53,11 +58,16 @@ layout(set = 0, binding = 14, std430) writeonly buffer Feat { float feat[]; } PA
 #define feat PAIR_AT(Feat_).feat
 layout(set = 0, binding = 15, std430) buffer Mask { uint mask[]; } PAIRED(Mask_);  // (levels*K, words)
 #define mask PAIR_AT(Mask_).mask
+#ifdef EMBED
+#define W_BINDING 16
+#include "weights.glsl"
+#endif
 #include "gather.glsl"
 layout(push_constant) uniform Push {
   uint base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F;  // expand.glsl's
   uint V, x_offset, x_stride, gather;
   GatherArgs g;
+  uint embed, e_rows, e_offset;  // EMBED: the table's rows; where row f's C values go in feat
 } pc;
 #include "topk_row.glsl"
 #include "expand.glsl"
@@ -78,4 +88,23 @@ void main() {
   memoryBarrierBuffer();  // the new nodes' tokens and the next frontier, for every invocation
   barrier();
   for (uint f = 0; f < pc.g.K; ++f) gather_node(f, pc.g);
+#ifdef EMBED
+  // The tokens just gathered are the new nodes' pool tokens (read back from the pool, not from
+  // tok, which this workgroup wrote without a barrier). Ids are < V = the table's rows; the
+  // range test keeps any other from reading outside it, as in embed.comp.
+  if (pc.embed == 0u) return;
+  const uint kb = (pc.g.C + 31) / 32;
+  for (uint f = 0; f < pc.g.K; ++f) {
+    const uint id = token[next_frontier[pc.g.frontier_offset + f]];
+    if (id >= pc.e_rows) continue;
+    for (uint blk = lid; blk < kb; blk += WG) {
+      vec4 v[8];
+      load_block(id, blk, kb, pc.e_rows, v);
+      for (uint i = 0; i < 32; ++i) {
+        const uint c = blk * 32 + i;
+        if (c < pc.g.C) feat[pc.e_offset + f * pc.g.feat_stride + c] = v[i / 4][i % 4];
+      }
+    }
+  }
+#endif
 }

@@ -2,6 +2,7 @@
 // best-B selection with planted score ties, mask/positions/retrieve, seed 000's merge invariants,
 // seed 001's routing rule, the greedy acceptance scan (duplicate sibling tokens across merged
 // subtrees), and the overlap-safe KV commit. Every kernel runs at two workgroup sizes.
+#include "matmul_reference.hpp"
 #include "tree_reference.hpp"
 
 using namespace vkspec;
@@ -492,18 +493,25 @@ struct DraftRun {
   Buffer root_tok, front, ids, logp, hid, arrivals, h, tok, feat, mask;
   std::vector<float> hv;
   std::vector<Buffer> logits;
-  DraftRun(Context& ctx, uint32_t V_, uint32_t k_, uint32_t D_, uint32_t seed)
-      : V(V_), k(k_), D(D_), count(1 + k_ + (D_ - 1) * k_ * k_), words(((D_ - 1) * k_ + 31) / 32 + 1),
+  // With `table` (V x C), the gathers also write each node's embedding row into feat's buffer
+  // from kEmbOffset on (the embedding fold); `tw` is the table's values.
+  const DeviceWeight* table = nullptr;
+  std::vector<float> tw;
+  uint32_t kEmbOffset = 0;
+  DraftRun(Context& ctx, uint32_t V_, uint32_t k_, uint32_t D_, uint32_t seed, const DeviceWeight* table_ = nullptr,
+           std::vector<float> tw_ = {})
+      : table(table_), tw(std::move(tw_)), kEmbOffset(kFeatOffset + k_ * kFeatStride),
+        V(V_), k(k_), D(D_), count(1 + k_ + (D_ - 1) * k_ * k_), words(((D_ - 1) * k_ + 31) / 32 + 1),
         pool(ctx, count + 3, D_), root_tok(ctx, 16), front(ctx, (D_ + 1) * k_ * 4 + 4),
         ids(ctx, k_ * kTopkMax * 4 + 16), logp(ctx, k_ * kTopkMax * 4 + 16), hid(ctx, 16), arrivals(ctx, 16),
-        h(ctx, (kHOffset + (k_ + 1) * C) * 4), tok(ctx, k_ * 4), feat(ctx, (kFeatOffset + k_ * kFeatStride) * 4),
+        h(ctx, (kHOffset + (k_ + 1) * C) * 4), tok(ctx, k_ * 4), feat(ctx, (kFeatOffset + 2 * k_ * kFeatStride) * 4),
         mask(ctx, (D_ - 1) * k_ * words * 4 + 4) {
     std::mt19937 rng(seed);
     hv.resize(kHOffset + (k + 1) * C);
     for (auto& v : hv) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
     h.upload(hv);
     tok.upload(std::vector<uint32_t>(k, 0xdead));
-    feat.upload(std::vector<float>(kFeatOffset + k * kFeatStride, -7.0f));
+    feat.upload(std::vector<float>(kFeatOffset + 2 * k * kFeatStride, -7.0f));
     mask.upload(std::vector<uint32_t>((D - 1) * k * words + 1, 0xabcdef01u));
     root_tok.upload(std::vector<uint32_t>{rng() % V, 0, 0, 0});
     front.upload(std::vector<uint32_t>((D + 1) * k + 1, 0));
@@ -530,7 +538,8 @@ struct DraftRun {
       const Mat x{&logits[l], 0, V};
       if (fused) {
         const DraftGather g{.level = l + 1, .root_row = k, .h = {&h, kHOffset, C}, .C = C, .tokens = &tok,
-                            .feat = {&feat, kFeatOffset, kFeatStride}, .mask = &mask, .words = words};
+                            .feat = {&feat, kFeatOffset, kFeatStride}, .mask = &mask, .words = words,
+                            .embed = table, .emb = {&feat, kEmbOffset, kFeatStride}};
         draft_topk_expand(seq, x, V, pool, base, front, fo, F, ids, logp, 2, kTopkMax, k, hid, front, l * k + 1, k,
                           arrivals, l + 1 < D ? &g : nullptr, cfg);
       } else {
@@ -548,7 +557,7 @@ struct DraftRun {
     const std::vector<uint32_t> fr = frontiers(), pt = pool.token.read<uint32_t>(count);
     const std::vector<uint32_t> got_mask = mask.read<uint32_t>((D - 1) * k * words);
     const std::vector<uint32_t> got_tok = tok.read<uint32_t>(k);
-    const std::vector<float> got_feat = feat.read<float>(kFeatOffset + k * kFeatStride);
+    const std::vector<float> got_feat = feat.read<float>(kFeatOffset + 2 * k * kFeatStride);
     std::vector<uint32_t> ref_mask((D - 1) * k * words, 0);
     uint32_t base = 1;  // of the expansion whose frontier level L gathers
     for (uint32_t L = 1; L < D; ++L) {
@@ -564,6 +573,10 @@ struct DraftRun {
           CHECK(got_tok[f] == pt[node]);
           for (uint32_t c = 0; c < C; ++c) CHECK(same_float(got_feat[kFeatOffset + f * kFeatStride + c], hv[kHOffset + prow * C + c]));
           CHECK(got_feat[kFeatOffset + f * kFeatStride + C] == -7.0f);  // nothing past C
+          // The embedding fold: the token's table row exactly, nothing past C; without it, untouched.
+          for (uint32_t c = 0; c < C; ++c)
+            CHECK(same_float(got_feat[kEmbOffset + f * kFeatStride + c], table ? tw[size_t(pt[node]) * C + c] : -7.0f));
+          CHECK(got_feat[kEmbOffset + f * kFeatStride + C] == -7.0f);
         }
       }
       base += L == 1 ? 1 * k : k * k;
@@ -586,8 +599,22 @@ TEST_CASE_FIXTURE(VkTest, "tree: draft_topk_expand is topk then draft_expand bit
         const KernelConfig cfg = wg_cfg(wg);
         const std::string what = "wg " + std::to_string(wg) + " V " + std::to_string(V) + " k " + std::to_string(k);
         CAPTURE(what);
-        DraftRun ref(ctx, V, k, D, seed), got(ctx, V, k, D, seed);
-        DraftRun ref2(ctx, V, k, D, seed + 1), got2(ctx, V, k, D, seed + 1);
+        // Every other case folds the next level's embedding gather in (f16 on one path, f32 on the
+        // other, as the test's seed alternates), which changes nothing else the kernel writes.
+        const int fold = int(seed / 2 % 3);  // 0: none, 1: f16 texel, 2: f32 storage
+        const WeightType et = fold == 1 ? WeightType::F16 : WeightType::F32;
+        const auto raw = make_weight(et, V, DraftRun::C, seed);
+        const DeviceWeight table = upload_weight(ctx, et, V, DraftRun::C, raw.data(), fold == 1 ? WeightPath::Texel : WeightPath::Storage);
+        const DeviceWeight* tp = fold ? &table : nullptr;
+        // Where two storage-path tables' bindings (2 x 18 storage buffers) exceed the device's
+        // limit, the gathering levels run once per drafter (pool_init and the last level pair),
+        // and the engine leaves the fold off: it would split pairs that pair without it.
+        const bool gathers_pair = fold != 2 || 2 * 18 <= ctx.caps().max_stage_storage_buffers;
+        if (tp) CHECK(draft_gather_embeds(ctx, table) == (gathers_pair || !can_pair));
+        const std::vector<float> tw = fold ? dequantize(et, raw, V, DraftRun::C) : std::vector<float>{};
+        CAPTURE(fold);
+        DraftRun ref(ctx, V, k, D, seed), got(ctx, V, k, D, seed, tp, tw);
+        DraftRun ref2(ctx, V, k, D, seed + 1), got2(ctx, V, k, D, seed + 1, tp, tw);
         seed += 2;
         Sequence a(ctx);
         a.begin();
@@ -625,6 +652,6 @@ TEST_CASE_FIXTURE(VkTest, "tree: draft_topk_expand is topk then draft_expand bit
         // One dispatch per level and drafter instead of two; paired, one per level.
         CHECK(a.dispatch_count() == 2 * (1 + 2 * D));
         CHECK(b.dispatch_count() + b.paired_count() == 2 * (1 + D));
-        CHECK(b.paired_count() == (can_pair ? 1 + D : 0));
+        CHECK(b.paired_count() == (!can_pair ? 0 : gathers_pair ? 1 + D : 2));
       }
 }

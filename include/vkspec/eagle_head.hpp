@@ -158,6 +158,9 @@ class EagleHead {
     uint32_t logits_from = 0;
     bool root = false;
     Dyn root_row;
+    // EAGLE-1/2: the tokens' embeddings are already in token_input() (rows 0..N-1), written by
+    // the draft level before (draft_topk_expand's gather): no embedding gather of its own.
+    bool embedded = false;
   };
   void forward(Sequence& seq, const ForwardArgs& a);
   // (max_rows + 1, C) head output h (EAGLE-3: before its final norm: what is fed back). It is the
@@ -169,6 +172,13 @@ class EagleHead {
     const uint32_t C = uint32_t(config().C);
     return eagle3() ? Mat{} : Mat{&cat_, C, pad4(2 * C)};
   }
+  // And where it reads the tokens' embeddings (EAGLE-1/2; EAGLE-3: none): the same rows, columns
+  // 0..C-1, as the EAGLE reference concatenates them.
+  Mat token_input() const {
+    const uint32_t C = uint32_t(config().C);
+    return eagle3() ? Mat{} : Mat{&cat_, 0, pad4(2 * C)};
+  }
+  const DeviceWeight& token_embedding() const;  // the table token_input() rows come from
   // (max_rows + 1, V) over the verifier's vocabulary; an EAGLE-3 head's ids outside its draft
   // vocabulary are -inf (probability 0).
   Mat logits() const { return {&logits_, 0, pad4(uint32_t(config().V))}; }

@@ -55,6 +55,9 @@ void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& 
 // the frontier it has just ranked. Node f of that frontier (pool index base + r*k + j, a child of
 // row r) gets tokens[f] = its token, feature row f = row r of h (level 1: row root_row, the
 // root's), and mask row (level-1)*k + f = its parent's mask row (level-1 >= 1) | bit (level-1)*k + f.
+// With `embed` (a table of one chunk, K = C), also row f of `emb` = embed's row of the token —
+// the embedding gather the next level would otherwise run as a dispatch of its own, the same bits
+// (draft_gather_embeds says where the fold fits the device).
 struct DraftGather {
   uint32_t level = 0;  // >= 1
   uint32_t root_row = 0;
@@ -64,7 +67,13 @@ struct DraftGather {
   Mat feat;                        // (k, C)
   const Buffer* mask = nullptr;    // (levels * k, words) u32
   uint32_t words = 0;
+  const DeviceWeight* embed = nullptr;  // (V, C) token embeddings, or none
+  Mat emb;                              // (k, C) in feat's buffer, with feat's stride
 };
+
+// Whether draft_topk_expand can gather embeddings from `table` on this device: one chunk, and
+// the kernel's bindings (two more for the table) within the device's per-stage limits.
+bool draft_gather_embeds(const Context& ctx, const DeviceWeight& table);
 
 // topk (ops.hpp) of the F logits rows logits.row(f), V wide, k of each into ids/logp at
 // topk_offset + f*topk_stride, then draft_expand over them and, with `gather` (next_F == k), the

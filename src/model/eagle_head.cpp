@@ -528,6 +528,8 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
        .mask_words = a.mask_words});
 }
 
+const DeviceWeight& EagleHead::token_embedding() const { return verifier_.embedding(); }
+
 void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
   const EagleHeadWeights& w = *w_;
   const HeadConfig& cfg = w.cfg_;
@@ -553,7 +555,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
     la.norm = &w.out_norm_, la.norm_eps = cfg.rms_eps, la.norm_scratch = xn, la.bias = &w.vocab_bias_;
   } else {
     // concat(embed(token), feature): embedding first, as the EAGLE reference code does.
-    embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
+    if (!a.embedded) embed(seq, verifier_.embedding(), *a.tokens, a.tok_offset, cat, N);
     const Mat in = feature_input();
     if (a.features.buf != in.buf || a.features.offset != in.offset || a.features.stride != in.stride) {
       regions_.clear();

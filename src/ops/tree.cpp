@@ -106,6 +106,44 @@ void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& 
                push, 1, 1, 1, "draft_expand");
 }
 
+namespace {
+// draft_topk_expand's pipeline: the plain kernel's 16 storage buffers, or with the embedding fold
+// (EMBED) the table's two bindings after them, texel or storage as the table is laid out.
+PipelineDesc topk_expand_desc(const Context& ctx, const DeviceWeight* embed, uint32_t push_size, uint32_t V,
+                              uint32_t k, const KernelConfig& cfg) {
+  std::vector<VkDescriptorType> bindings(16, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  std::string name = "tree_topk_expand";
+  if (embed) {
+    const VkDescriptorType wt = embed->texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings.insert(bindings.end(), {wt, wt});
+    name += std::string("_embed_") + weight_type_name(embed->chunks[0].type) + (embed->texel ? "_texel" : "_storage");
+  }
+  // The workgroup of a topk row (the rest runs in whichever one finishes last).
+  const WorkgroupSpec spec{pick_workgroup(ctx, cfg, row_reduction_workgroup(ctx, V, k + 2))};
+  return make_pipeline_desc(name, std::move(bindings), push_size, spec, cfg.required_subgroup_size);
+}
+
+struct TopkExpandPush {
+  ExpandPush expand;
+  uint32_t V, x_offset, x_stride, gather;
+  uint32_t K, level, base, frontier_offset, root_row, C, h_offset, h_stride, feat_offset, feat_stride, words;
+  uint32_t embed, e_rows, e_offset;
+};
+static_assert(sizeof(TopkExpandPush) == 26 * 4);
+}  // namespace
+
+bool draft_gather_embeds(const Context& ctx, const DeviceWeight& table) {
+  if (table.chunks.size() != 1) return false;
+  PipelineDesc fold = topk_expand_desc(ctx, &table, sizeof(TopkExpandPush), 1, 1, {});
+  PipelineDesc plain = topk_expand_desc(ctx, nullptr, sizeof(TopkExpandPush), 1, 1, {});
+  if (!fits_stage_limits(ctx.caps(), fold)) return false;
+  if (!ctx.caps().pair_dispatch) return true;
+  // Nor where it would split a pair that pairs without it (two heads' levels: one dispatch of
+  // two, then the embeds paired, is as many as two unpaired ones).
+  fold.array = plain.array = 2;
+  return fits_stage_limits(ctx.caps(), fold) || !fits_stage_limits(ctx.caps(), plain);
+}
+
 void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, uint32_t base, const Buffer& frontier,
                        uint32_t frontier_offset, uint32_t F, const Buffer& ids, const Buffer& logp, uint32_t topk_offset,
                        uint32_t topk_stride, uint32_t k, const Buffer& head_id, const Buffer& next_frontier,
@@ -114,31 +152,39 @@ void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, 
   assert(F >= 1 && F * k <= kTreeMaxNodes && base + F * k <= pool.cap && next_F <= F * k && base >= 1);
   assert(k >= 1 && k <= kTopkMax && k <= V && k <= topk_stride);
   assert(!gather || (gather->level >= 1 && next_F == k));
-  struct Push {
-    ExpandPush expand;
-    uint32_t V, x_offset, x_stride, gather;
-    uint32_t K, level, base, frontier_offset, root_row, C, h_offset, h_stride, feat_offset, feat_stride, words;
-  } push{{base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F},
-         V, logits.offset, logits.stride, gather ? 1u : 0u,
-         k, 0, base, next_offset, 0, 0, 0, 0, 0, 0, 0};
-  static_assert(sizeof(Push) == 23 * 4);
+  TopkExpandPush push{{base, frontier_offset, F, topk_offset, topk_stride, k, next_offset, next_F},
+                      V, logits.offset, logits.stride, gather ? 1u : 0u,
+                      k, 0, base, next_offset, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   // Without a gather its four bindings are never touched: any buffer of the dispatch stands in.
   Binding g[4] = {in(ids), in(ids), in(ids), in(ids)};
+  const DeviceWeight* embed = gather ? gather->embed : nullptr;
   if (gather) {
     const DraftGather& d = *gather;
     push.level = d.level, push.root_row = d.root_row, push.C = d.C, push.h_offset = d.h.offset;
     push.h_stride = d.h.stride, push.feat_offset = d.feat.offset, push.feat_stride = d.feat.stride;
     push.words = d.words;
     g[0] = d.h.in(), g[1] = out(*d.tokens), g[2] = d.feat.out(), g[3] = out(*d.mask);
+    if (embed) {
+      // Written through feat's binding (the whole buffer): the two share it and a row stride.
+      assert(embed->chunks.size() == 1 && embed->K == d.C && d.emb.buf == d.feat.buf && d.emb.stride == d.feat.stride);
+      push.embed = 1, push.e_rows = embed->chunks[0].rows, push.e_offset = d.emb.offset;
+    }
   }
-  // The workgroup of a topk row (the rest runs in whichever one finishes last).
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_topk_expand", 16, sizeof(push), cfg,
-                                      row_reduction_workgroup(seq.context(), V, k + 2));
-  seq.dispatch(p,
-               {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
-                in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
-                g[3]},
-               push, F, 1, 1, "topk_expand");
+  const Pipeline& p = seq.context().pipelines().get(topk_expand_desc(seq.context(), embed, sizeof(push), V, k, cfg));
+  const Buffer& e0 = embed ? embed->chunks[0].data : ids;  // bound only by the EMBED variant
+  const Buffer& e1 = embed ? embed->chunks[0].scales : ids;
+  if (embed)
+    seq.dispatch(p,
+                 {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
+                  in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
+                  g[3], in(e0), in(e1)},
+                 push, F, 1, 1, "topk_expand");
+  else
+    seq.dispatch(p,
+                 {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
+                  in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
+                  g[3]},
+                 push, F, 1, 1, "topk_expand");
 }
 
 void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_t B, DeviceTree& out_tree,

@@ -73,9 +73,14 @@ class EagleDrafter final : public Drafter {
   void draft(Sequence& seq, const StepBuffers& b) {
     const uint32_t K = s_.K, D = s_.D, root = head_.root_slot();
     const Mat feat = head_.feature_input().buf ? head_.feature_input() : Mat{&feat_, 0, pad4(C_)};
+    // EAGLE-1/2: each level's token embeddings are gathered with its other inputs (one dispatch
+    // fewer a level) where the table fits the kernel on this device.
+    const bool fold_embed = !head_.eagle3() && feat.buf == head_.token_input().buf &&
+                            draft_gather_embeds(ctx_, head_.token_embedding());
     const auto gather = [&](uint32_t l) {
       return DraftGather{.level = l, .root_row = root, .h = head_.hidden(), .C = C_, .tokens = &tok_, .feat = feat,
-                         .mask = &mask_, .words = words_};
+                         .mask = &mask_, .words = words_,
+                         .embed = fold_embed ? &head_.token_embedding() : nullptr, .emb = head_.token_input()};
     };
     pool_init(seq, pool_, b.seq_tokens, b.t());
     const DraftGather g1 = gather(1);
@@ -89,6 +94,7 @@ class EagleDrafter final : public Drafter {
       a.features = feat;
       a.pos_first = b.t() + (l - 1), a.pos_step = 0;  // every depth-l node sits at head position t + l - 1
       a.mask = &mask_, a.mask_offset = (l - 1) * K * words_, a.mask_words = words_;
+      a.embedded = fold_embed;
       head_.forward(seq, a);
       const uint32_t next_base = l == 1 ? 1 + K : base + K * K;
       const DraftGather g = gather(l + 1);
