@@ -6,6 +6,7 @@
 // Rows are moved as u32 words, so an f32 and an f16 cache (pairs packed in words) are alike.
 // Workgroup row y moves stream y of the buffer — stream s is the row_words-wide rows from word
 // s * stream_words on (every layer's K and V of a model in one buffer: one dispatch for all).
+// With `cols` > 0 the rows after the streams also gather the accepted rows' features.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"
@@ -15,9 +16,20 @@ layout(set = 0, binding = 1, std430) readonly buffer Acc { uint accepted[]; };
 layout(set = 0, binding = 2, std430) buffer Cache { uint cache[]; };
 #define DYN_BINDING 3
 #include "dyn.glsl"
-layout(push_constant) uniform Push { uint t, row_words, t_slot, stream_words; } pc;
+// The folded gather_rows (tree_gather.comp): workgroup rows past the streams, one per possible e.
+layout(set = 0, binding = 4, std430) readonly buffer Src { float src[]; };
+layout(set = 0, binding = 5, std430) writeonly buffer Dst { float dst[]; };
+layout(push_constant) uniform Push {
+  uint t, row_words, t_slot, stream_words;
+  uint streams, cols, s_offset, s_stride, d_offset, d_stride;
+} pc;
 void main() {
   const uint c = gl_GlobalInvocationID.x;
+  if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
+    const uint e = gl_WorkGroupID.y - pc.streams;
+    if (c < pc.cols && e <= info[kInfoAccepted]) dst[pc.d_offset + e * pc.d_stride + c] = src[pc.s_offset + accepted[e] * pc.s_stride + c];
+    return;
+  }
   if (c >= pc.row_words) return;
   const uint base = gl_WorkGroupID.y * pc.stream_words + c;
   const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);

@@ -142,9 +142,16 @@ void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, Dev
 // Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
 // t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`
 // caches in one buffer, stream s starting at word s * stream_words (every layer's K and V).
+// With `gather`, the same dispatch also does gather_rows' move (below): one dispatch fewer a step.
+struct RowGather {
+  Mat src, dst;
+  uint32_t cols = 0;
+};
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
-                 uint32_t row_words, uint32_t streams = 1, uint32_t stream_words = 0, KernelConfig cfg = {});
-// dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias.
+                 uint32_t row_words, uint32_t streams = 1, uint32_t stream_words = 0, const RowGather* gather = nullptr,
+                 KernelConfig cfg = {});
+// dst row e = src row accepted[e], e = 0..a, `cols` floats per row. src and dst must not alias
+// each other (nor, folded into commit_rows, the cache).
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
                  KernelConfig cfg = {});
 

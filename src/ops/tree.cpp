@@ -74,8 +74,9 @@ static_assert(sizeof(AcceptPush) == 4);
 
 struct CommitPush {
   uint32_t t, row_words, t_slot, stream_words;
+  uint32_t streams, cols, s_offset, s_stride, d_offset, d_stride;  // the folded gather (cols 0: none)
 };
-static_assert(sizeof(CommitPush) == 16);
+static_assert(sizeof(CommitPush) == 40);
 
 struct GatherPush {
   uint32_t cols, s_offset, s_stride, d_offset, d_stride;
@@ -310,13 +311,24 @@ void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, Dev
 }
 
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
-                 uint32_t row_words, uint32_t streams, uint32_t stream_words, KernelConfig cfg) {
+                 uint32_t row_words, uint32_t streams, uint32_t stream_words, const RowGather* gather, KernelConfig cfg) {
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
   assert(streams >= 1 && (streams == 1 || stream_words >= row_words));
-  CommitPush push{t.base, row_words, t.slot, stream_words};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 4, sizeof(push), cfg);
-  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted)}, push, groups(row_words, wg_of(p)),
-               streams, 1, "commit_rows");
+  assert(!gather || (gather->src.buf != &cache && gather->dst.buf != &cache && gather->src.buf != gather->dst.buf));
+  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0};
+  // Without a gather its two bindings are never touched: the tree's info and the cache stand in
+  // (the latter as written: the shader declares its destination writable).
+  Binding src = in(tree.info), dst = out(cache);
+  uint32_t width = row_words, rows = streams;
+  if (gather) {
+    push.cols = gather->cols, push.s_offset = gather->src.offset, push.s_stride = gather->src.stride;
+    push.d_offset = gather->dst.offset, push.d_stride = gather->dst.stride;
+    src = gather->src.in(), dst = gather->dst.out();
+    width = std::max(width, gather->cols), rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
+  }
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 6, sizeof(push), cfg);
+  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted), src, dst}, push, groups(width, wg_of(p)),
+               rows, 1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,

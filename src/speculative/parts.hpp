@@ -47,7 +47,8 @@ class Verifier {
   Mat taps() const { return m_.taps(); }  // EAGLE-3 tap rows, when a head enabled them
   uint32_t tap_width() const { return m_.tap_width(); }
   // K/V rows of the accepted path (tree.info, accepted) move to slots t + e, every layer.
-  void commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t);
+  // With `gather`, the first commit dispatch also gathers the accepted rows (the heads' features).
+  void commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const RowGather* gather = nullptr);
   LlamaModel& model() { return m_; }
 
  private:

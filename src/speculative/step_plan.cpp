@@ -3,11 +3,14 @@
 
 namespace vkspec::speculative {
 
-void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t) {
+void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const RowGather* gather) {
   // Every layer's K and V: one dispatch per cache buffer (one for the whole model when they fit).
   const uint64_t stream_bytes = uint64_t(m_.kv_stream_words()) * 4;
-  for (const Buffer& b : m_.kv_buffers())
-    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), uint32_t(b.size() / stream_bytes), m_.kv_stream_words());
+  for (const Buffer& b : m_.kv_buffers()) {
+    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), uint32_t(b.size() / stream_bytes), m_.kv_stream_words(),
+                gather);
+    gather = nullptr;
+  }
 }
 
 StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
@@ -95,8 +98,8 @@ void StepPlan::record_tree() {
   }
   // commit(): accepted KV rows into place, their features for the drafters' next ingest; then
   // step_advance appends the tokens and the next root after them and moves t to t + a + 1.
-  verifier_.commit(seq_, vtree_, accepted_, b_.t());
-  gather_rows(seq_, vtree_, accepted_, verifier_.hidden(), b_.features(), verifier_.width());
+  const RowGather features{verifier_.hidden(), b_.features(), verifier_.width()};
+  verifier_.commit(seq_, vtree_, accepted_, b_.t(), &features);
   if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
     gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
   step_advance(seq_, b_.state, &vtree_, &accepted_, b_.seq_tokens, b_.out_list, /*count_step=*/true,
