@@ -8,7 +8,19 @@ layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"
 const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
 const uint MAXW = NMAX / 32;
+#ifdef MERGE
+// merge_trees' parent pointers first (tree_merge.comp, seed 000 §4.1), from the two trees' at
+// bindings 7 and 8 (n1 = the first tree's nodes, the root excluded; the second's are the rest):
+// written out and kept in shared memory for the walks below. One dispatch for both steps.
+layout(set = 0, binding = 0, std430) writeonly buffer Par { int parent_out[]; };
+layout(set = 0, binding = 7, std430) readonly buffer P1 { int parent1[]; };
+layout(set = 0, binding = 8, std430) readonly buffer P2 { int parent2[]; };
+shared int merged[NMAX];
+int parent_of(int j) { return merged[j]; }
+#else
 layout(set = 0, binding = 0, std430) readonly buffer Par { int parent[]; };
+int parent_of(int j) { return parent[j]; }
+#endif
 layout(set = 0, binding = 1, std430) writeonly buffer Dep { uint depth[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Mask { uint mask[]; };  // (cap, words)
 layout(set = 0, binding = 3, std430) writeonly buffer Pos { int pos[]; };
@@ -16,11 +28,21 @@ layout(set = 0, binding = 4, std430) writeonly buffer Ret { int retrieve[]; };  
 layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
 #define DYN_BINDING 6
 #include "dyn.glsl"
-layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot; } pc;
+layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1; } pc;
 shared uint has_child[NMAX];
 shared uint node_depth[NMAX];
 void main() {
   const uint lid = gl_LocalInvocationID.x, n = pc.n, W = pc.max_depth + 1;
+#ifdef MERGE
+  for (uint i = lid; i < n; i += WG) {
+    int p = i <= pc.n1 ? parent1[i] : parent2[i - pc.n1];
+    if (i > pc.n1 && p != 0) p += int(pc.n1);  // φ: the second tree's nodes follow the first's
+    merged[i] = p;
+    parent_out[i] = p;
+  }
+  if (lid == 0) info[kInfoNodes] = n;
+  barrier();
+#endif
   for (uint i = lid; i < n; i += WG) has_child[i] = 0;
   barrier();
   for (uint i = lid; i < n; i += WG) {
@@ -30,7 +52,7 @@ void main() {
     int j = int(i);
     while (true) {
       m[uint(j) / 32] |= 1u << (uint(j) % 32);
-      const int p = parent[j];
+      const int p = parent_of(j);
       if (p < 0 || d == pc.max_depth + 1) break;  // bound: a deeper node is a caller error
       j = p;
       ++d;
@@ -39,7 +61,7 @@ void main() {
     depth[i] = d;
     node_depth[i] = d;
     pos[i] = int(dyn(pc.t, pc.t_slot) + d);
-    if (i > 0) has_child[uint(parent[i])] = 1;  // same value from every child: benign
+    if (i > 0) has_child[uint(parent_of(int(i)))] = 1;  // same value from every child: benign
   }
   barrier();
   for (uint i = lid; i < n; i += WG) {
@@ -51,7 +73,7 @@ void main() {
     int j = int(i);
     for (int c = int(d); c >= 0; --c) {
       retrieve[row * W + uint(c)] = j;
-      j = parent[j];
+      j = parent_of(j);
     }
   }
   if (lid == 0) {

@@ -149,10 +149,18 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trees output satisfies seed 000's invaria
       DeviceTree d1(ctx, n1 + 4, D), d2(ctx, n2 + 1, D), dm(ctx, n1 + n2 + 1, D);
       upload_tree(d1, a);
       upload_tree(d2, b);
+      // merge_trees then tree_meta, or both in merge_trees_meta's one dispatch (alternating).
+      const bool folded = seed % 2 == 0;
+      CAPTURE(folded);
       Sequence seq(ctx);
       seq.begin();
-      merge_trees(seq, d1, n1, d2, n2, dm, cfg);
-      tree_meta(seq, dm, 1 + n1 + n2, 50, cfg);
+      if (folded) {
+        merge_trees_meta(seq, d1, n1, d2, n2, dm, 50, cfg);
+      } else {
+        merge_trees(seq, d1, n1, d2, n2, dm, cfg);
+        tree_meta(seq, dm, 1 + n1 + n2, 50, cfg);
+      }
+      CHECK(seq.dispatch_count() == (folded ? 1u : 2u));
       seq.run();
       const uint32_t N = 1 + n1 + n2, W = D + 1;
       const std::string what = "wg " + std::to_string(wg) + " n1 " + std::to_string(n1) + " n2 " + std::to_string(n2);

@@ -106,6 +106,9 @@ void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig 
 // node i > 0 at n1 + i, parents remapped by φ (φ(0) = 0); out.info[kInfoNodes] = 1 + n1 + n2.
 void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
                  DeviceTree& out, KernelConfig cfg = {});
+// merge_trees, then tree_meta of its 1 + n1 + n2 nodes at t: the same outputs, one dispatch.
+void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                      DeviceTree& out, Dyn t, KernelConfig cfg = {});
 
 // Our extension (DESIGN.md §9): both heads' candidate pools, nodes with the same token path from
 // the root folded into one (score = max, head = 1, 2 or 3 for both), then the best n_out - 1

@@ -48,9 +48,9 @@ struct SelectPush {
 static_assert(sizeof(SelectPush) == 8);
 
 struct MetaPush {
-  uint32_t n, t, max_depth, words, t_slot;
+  uint32_t n, t, max_depth, words, t_slot, n1;  // n1: the MERGE variant's
 };
-static_assert(sizeof(MetaPush) == 20);
+static_assert(sizeof(MetaPush) == 24);
 
 struct MergePush {
   uint32_t n1, n2;
@@ -204,7 +204,7 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
 void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg) {
   assert(n >= 1 && n <= tree.cap && tree.cap <= kTreeMaxNodes);  // mask row fits tree_meta's registers
   assert(tree.max_depth < kAttentionMaxDepth);  // the attention kernel's path-length limit
-  MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot};
+  MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot, 0};
   const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 7, sizeof(push), cfg);
   seq.dispatch(p,
                {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info),
@@ -225,6 +225,25 @@ void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
   const Pipeline& p = simple_pipeline(seq.context(), "tree_merge", 4, sizeof(push), cfg);
   seq.dispatch(p, {in(t1.parent), in(t2.parent), out(out_tree.parent), out(out_tree.info)}, push,
                groups(1 + n1 + n2, wg_of(p)), 1, 1, "merge_trees");
+}
+
+void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                      DeviceTree& out_tree, Dyn t, KernelConfig cfg) {
+  const uint32_t n = 1 + n1 + n2;
+  assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n <= out_tree.cap && out_tree.cap <= kTreeMaxNodes);
+  assert(out_tree.max_depth < kAttentionMaxDepth);
+  // token/score/head move unchanged, as merge_trees moves them; depth is tree_meta's to write.
+  const VkDeviceSize b1 = VkDeviceSize(n1 + 1) * 4, b2 = VkDeviceSize(n2) * 4;
+  for (auto m : {&DeviceTree::token, &DeviceTree::score, &DeviceTree::head}) {
+    seq.copy(t1.*m, 0, out_tree.*m, 0, b1);
+    if (n2) seq.copy(t2.*m, 4, out_tree.*m, b1, b2);
+  }
+  MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta_merge", 9, sizeof(push), cfg);
+  seq.dispatch(p,
+               {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve), out(out_tree.info),
+                t.binding(t1.parent), in(t1.parent), in(t2.parent)},
+               push, 1, 1, 1, "merge_meta");
 }
 
 void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const DeviceTree& pool2, uint32_t count2,

@@ -12,8 +12,8 @@ class Single final : public Combiner {
   uint32_t drafters() const override { return 1; }
   uint32_t verify_nodes(uint32_t B) const override { return 1 + B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, kTreeMaxNodes - 1); }
-  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out) const override {
-    merge_trees(seq, d[0]->tree(), B, d[0]->tree(), 0, out);  // a copy: the second tree adds nothing
+  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t) const override {
+    merge_trees_meta(seq, d[0]->tree(), B, d[0]->tree(), 0, out, t);  // a copy: the second tree adds nothing
   }
 };
 
@@ -29,8 +29,9 @@ class Route final : public Combiner {
   uint32_t verify_nodes(uint32_t B) const override { return 1 + B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, kTreeMaxNodes - 1); }
   uint32_t win_slot() const override { return kInfoChosen; }
-  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out) const override {
+  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t) const override {
     route_trees(seq, d[0]->tree(), B, d[1]->tree(), B, out);
+    tree_meta(seq, out, verify_nodes(B), t);
   }
 };
 
@@ -41,8 +42,8 @@ class Merge final : public Combiner {
   uint32_t drafters() const override { return 2; }
   uint32_t verify_nodes(uint32_t B) const override { return 1 + 2 * B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, (kTreeMaxNodes - 1) / 2); }
-  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out) const override {
-    merge_trees(seq, d[0]->tree(), B, d[1]->tree(), B, out);
+  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t) const override {
+    merge_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t);  // seed 000 §4.1-4.3 in one dispatch
   }
 };
 
@@ -53,8 +54,9 @@ class MergeTrie final : public Combiner {
   uint32_t drafters() const override { return 2; }
   uint32_t verify_nodes(uint32_t B) const override { return 1 + 2 * B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, (kTreeMaxNodes - 1) / 2); }
-  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out) const override {
+  void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t) const override {
     merge_trie(seq, d[0]->pool(), d[0]->pool_count(), d[1]->pool(), d[1]->pool_count(), verify_nodes(B), out);
+    tree_meta(seq, out, verify_nodes(B), t);
   }
 };
 
