@@ -104,7 +104,7 @@ void Sequence::barrier() {
   read_.clear();
 }
 
-void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
+void Sequence::dispatch(const Pipeline& p, std::span<const Binding> bindings, const void* push, uint32_t push_size,
                         uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
   const auto& types = p.desc().bindings;
   if (bindings.size() != types.size())
@@ -124,7 +124,7 @@ void Sequence::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
     lists_[capturing_].push_back(std::move(c));
     return;
   }
-  record(p, bindings.begin(), nullptr, bindings.size(), push, push_size, gx, gy, gz, label);
+  record(p, bindings.data(), nullptr, bindings.size(), push, push_size, gx, gy, gz, label);
 }
 
 void Sequence::record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,

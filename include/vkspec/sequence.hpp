@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -51,11 +52,21 @@ class Sequence {
   // Records one dispatch. Bindings follow the pipeline's binding list in order; a uniform texel
   // binding uses the buffer's RGBA32UI view. A barrier is inserted first if this dispatch touches
   // a buffer written since the last barrier, or writes one read since then.
-  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
+  void dispatch(const Pipeline& p, std::span<const Binding> bindings, const void* push, uint32_t push_size,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr);
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t push_size,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
+    dispatch(p, std::span<const Binding>(bindings.begin(), bindings.size()), push, push_size, gx, gy, gz, label);
+  }
   template <class Push>
   void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const Push& push, uint32_t gx,
                 uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
+    dispatch(p, bindings, &push, sizeof(Push), gx, gy, gz, label);
+  }
+  // The same with a binding list built at run time (a variant with more bindings than another).
+  template <class Push>
+  void dispatch(const Pipeline& p, std::span<const Binding> bindings, const Push& push, uint32_t gx, uint32_t gy = 1,
+                uint32_t gz = 1, const char* label = nullptr) {
     dispatch(p, bindings, &push, sizeof(Push), gx, gy, gz, label);
   }
   void copy(const Buffer& src, VkDeviceSize src_off, const Buffer& dst, VkDeviceSize dst_off, VkDeviceSize bytes);

@@ -172,20 +172,11 @@ void draft_topk_expand(Sequence& seq, Mat logits, uint32_t V, DeviceTree& pool, 
     }
   }
   const Pipeline& p = seq.context().pipelines().get(topk_expand_desc(seq.context(), embed, sizeof(push), V, k, cfg));
-  const Buffer& e0 = embed ? embed->chunks[0].data : ids;  // bound only by the EMBED variant
-  const Buffer& e1 = embed ? embed->chunks[0].scales : ids;
-  if (embed)
-    seq.dispatch(p,
-                 {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
-                  in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
-                  g[3], in(e0), in(e1)},
-                 push, F, 1, 1, "topk_expand");
-  else
-    seq.dispatch(p,
-                 {logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
-                  in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
-                  g[3]},
-                 push, F, 1, 1, "topk_expand");
+  std::vector<Binding> b{logits.in(), out(pool.token), out(pool.parent), out(pool.depth), out(pool.score), out(pool.head),
+                         in(frontier), out(ids), out(logp), out(next_frontier), in(head_id), out(arrivals), g[0], g[1], g[2],
+                         g[3]};
+  if (embed) b.insert(b.end(), {in(embed->chunks[0].data), in(embed->chunks[0].scales)});  // the EMBED variant's table
+  seq.dispatch(p, std::span<const Binding>(b), push, F, 1, 1, "topk_expand");
 }
 
 void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_t B, DeviceTree& out_tree,
@@ -212,15 +203,24 @@ void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig 
                push, 1, 1, 1, "tree_meta");
 }
 
-void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                 DeviceTree& out_tree, KernelConfig cfg) {
-  assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && 1 + n1 + n2 <= out_tree.cap);
-  // token/depth/score/head move unchanged: t1's root and nodes to 0..n1, t2's nodes 1..n2 after.
+namespace {
+// The merge's per-node fields, moved unchanged: t1's root and nodes to 0..n1, t2's nodes 1..n2
+// after them (seed 000 §4.1): token, score, head and, unless tree_meta computes it, depth.
+void splice_fields(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                   DeviceTree& out_tree, bool depth) {
   const VkDeviceSize b1 = VkDeviceSize(n1 + 1) * 4, b2 = VkDeviceSize(n2) * 4;
-  for (auto m : {&DeviceTree::token, &DeviceTree::depth, &DeviceTree::score, &DeviceTree::head}) {
+  for (auto m : {&DeviceTree::token, &DeviceTree::score, &DeviceTree::head, &DeviceTree::depth}) {
+    if (m == &DeviceTree::depth && !depth) continue;
     seq.copy(t1.*m, 0, out_tree.*m, 0, b1);
     if (n2) seq.copy(t2.*m, 4, out_tree.*m, b1, b2);
   }
+}
+}  // namespace
+
+void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                 DeviceTree& out_tree, KernelConfig cfg) {
+  assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && 1 + n1 + n2 <= out_tree.cap);
+  splice_fields(seq, t1, n1, t2, n2, out_tree, /*depth=*/true);
   MergePush push{n1, n2};
   const Pipeline& p = simple_pipeline(seq.context(), "tree_merge", 4, sizeof(push), cfg);
   seq.dispatch(p, {in(t1.parent), in(t2.parent), out(out_tree.parent), out(out_tree.info)}, push,
@@ -232,12 +232,7 @@ void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const De
   const uint32_t n = 1 + n1 + n2;
   assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n <= out_tree.cap && out_tree.cap <= kTreeMaxNodes);
   assert(out_tree.max_depth < kAttentionMaxDepth);
-  // token/score/head move unchanged, as merge_trees moves them; depth is tree_meta's to write.
-  const VkDeviceSize b1 = VkDeviceSize(n1 + 1) * 4, b2 = VkDeviceSize(n2) * 4;
-  for (auto m : {&DeviceTree::token, &DeviceTree::score, &DeviceTree::head}) {
-    seq.copy(t1.*m, 0, out_tree.*m, 0, b1);
-    if (n2) seq.copy(t2.*m, 4, out_tree.*m, b1, b2);
-  }
+  splice_fields(seq, t1, n1, t2, n2, out_tree, /*depth=*/false);  // depth: tree_meta writes it
   MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1};
   const Pipeline& p = simple_pipeline(seq.context(), "tree_meta_merge", 9, sizeof(push), cfg);
   seq.dispatch(p,
