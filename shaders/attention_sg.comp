@@ -218,7 +218,7 @@ void attend(uint i, uint h0) {
       m[g] = m_new;
       c_[g] = corr;
     }
-    // acc = acc · corr + p · v: a multiply and a fused multiply-add per value.
+    // acc = acc · corr + p · v: a multiply and a multiply-add per value.
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       const vec4 v = load_v(pc.v_base + e, c);
       [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] = fma(acc[g * DV + c], vec4(c_[g]), p[g] * v);

@@ -134,8 +134,9 @@ void q8_piece(uint u, uint v, out vec4 lo, out vec4 hi) {
 }
 #endif
 
-// s += the 8-value piece's dot product, one fused multiply-add per value in a fixed order
-// (dot() is a multiply and an add on CPU rasterizers).
+// s += the 8-value piece's dot product, one multiply-add per value in a fixed order. (fma() pins
+// the order; it is not one instruction everywhere: lavapipe 22.3 emits a multiply and an add,
+// no fused instruction, as the JIT code profiled with perf shows.)
 float fma_piece(vec4 wl, vec4 wh, vec4 xl, vec4 xh, float s) {
   [[unroll]] for (uint c = 0; c < 4; ++c) s = fma(wl[c], xl[c], s);
   [[unroll]] for (uint c = 0; c < 4; ++c) s = fma(wh[c], xh[c], s);
@@ -176,8 +177,8 @@ void tile_x(uint blk, uint p, bool tail, uint xsrc[XT], uint xrow[BT], inout flo
 #if !defined(RAW_CHUNKS)
 void raw_dot(vec4 n[8], float d, float m, vec4 xv[XV], float xsum[BT], uint r, inout float acc[RB]) {
   [[unroll]] for (uint b = 0; b < BT; ++b) {
-    // Four running sums (one per vector component) by fused multiply-adds, then added in pairs:
-    // one instruction per value where dot() costs a multiply and an add.
+    // Four running sums (one per vector component) by multiply-adds, then added in pairs: four
+    // independent chains where dot() makes one.
     vec4 a = vec4(0.0);
     [[unroll]] for (uint i = 0; i < 8; ++i) a = fma(n[i], xv[8 * b + i], a);
     const float s = (a.x + a.y) + (a.z + a.w);
