@@ -263,11 +263,20 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
   const uint32_t tiles = (std::max(B, 1u) + max_tile - 1) / max_tile;
   return (std::max(B, 1u) + tiles - 1) / tiles;
 }
-// f16 / f32 / q8_0 keep 8 rows of x and 8 weight rows per lane: since their loop over K is flat
-// (matmul_lanes.comp), 8 batch rows measured faster than 4 on lavapipe (4096² f16 at B = 16:
-// 22.1 -> 17.5 ms single-threaded, 14.8 -> 12.9 ms on 2 threads). The block types decode a
-// whole block per row into registers and stay at 4.
-constexpr uint32_t kLanesBatchTile = 8, kBlockBatchTile = 4;
+// f16 / f32 / q8_0 keep 8 weight rows per lane and up to 8 rows of x: since their loop over K is
+// flat (matmul_lanes.comp), 8 batch rows measured faster than 4 on lavapipe (4096² f16 at B = 16:
+// 22.1 -> 17.5 ms single-threaded, 14.8 -> 12.9 ms on 2 threads). At 16, 32, ... rows a tile of
+// 16 (2-vCPU Xeon, 4096²: f16 B = 16 / 64 47 / 48 -> 55 / 56 GFLOP/s, q8_0 52 / 54 -> 60 / 63;
+// c(16) of the 512-wide 8-layer model 3.9 -> 3.0-3.4): each weight texel a lane fetches — on a CPU
+// rasterizer a call that gathers 8 lanes' 16 bytes one by one — then feeds twice the
+// multiply-adds. Only B a multiple of 16 takes it: the tile is one more pipeline per weight type
+// and fold (lavapipe compiles it in ~2 s, against ~0.4 s), not one per B, and other B split
+// evenly into tiles of at most 8 as before (B = 17 as 16 + 1 would compute 32 rows).
+// The block types decode a whole block per row into registers and stay at 4.
+constexpr uint32_t kLanesBatchTile = 8, kLanesBatchTileWide = 16, kBlockBatchTile = 4;
+uint32_t lanes_flat_batch_tile(uint32_t B) {
+  return B % kLanesBatchTileWide == 0 && B > 0 ? kLanesBatchTileWide : lanes_batch_tile(B, kLanesBatchTile);
+}
 }  // namespace
 
 bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg) { return matmul_variant(ctx, cfg) == 3; }
@@ -313,7 +322,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : lanes_batch_tile(B, kLanesBatchTile), fold_norm, fold_glu, 0, 1};
+                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B), fold_norm, fold_glu, 0, 1};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
