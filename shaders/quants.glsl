@@ -102,7 +102,8 @@ void k4_scale_min(uvec4 h, uint j, out float sc, out float m) {
 // The iq4_nl table (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113) as
 // the rounded quartic through it: the quartic is within 0.477 of every entry, so rounding gives
 // each one exactly (checked in f32 for all 16). A table indexed per value is a per-lane gather
-// on CPU rasterizers; this is a conversion, four multiply-adds (fused or not, within the 0.023 margin) and a rounding.
+// on CPU rasterizers; this is a conversion, four multiply-adds (fused or not: the rounding
+// errors are far inside the 0.023 margin) and a rounding.
 vec4 iq4(uvec4 n) {
   const vec4 x = vec4(ivec4(n));
   return round(fma(fma(fma(fma(vec4(0.0013247202), x, vec4(0.041216824)), x, vec4(-1.5001836)), x, vec4(24.743246)), x,

@@ -539,7 +539,8 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
   };
   const Case cases[] = {{1, 4, 2, 16, WeightType::F16, false, true, false},  {7, 6, 3, 32, WeightType::Q8_0, true, true, true},
                         {17, 8, 1, 64, WeightType::F16, true, false, true},  {5, 2, 2, 128, WeightType::Q4_K, false, true, false},
-                        {3, 6, 2, 32, WeightType::F32, true, true, true},    {9, 3, 3, 8, WeightType::Q4_0, false, false, false}};
+                        {3, 6, 2, 32, WeightType::F32, true, true, true},    {9, 3, 3, 8, WeightType::Q4_0, false, false, false},
+                        {32, 4, 2, 32, WeightType::Q8_0, false, true, false}};  // 32: two 16-row tiles (ops/matmul.cpp)
   const bool lanes = ctx.caps().quirks.single_subgroup_kernels && ctx.caps().subgroup_shuffle;
   if (!lanes) MESSAGE("device '" << ctx.caps().name << "' has no lanes kernel with shuffles: the unfolded path is compared");
   uint32_t seed = 100;

@@ -141,7 +141,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsn
         xb.upload(x);
         gb.upload(g);
         std::vector<float> first;
-        for (uint32_t B : {Bmax, 1u, 6u}) {
+        for (uint32_t B : {Bmax, 1u, 6u, 16u}) {  // 16: the lanes kernel's 16-row tile (ops/matmul.cpp)
           Buffer yb(ctx, size_t(B) * out * 4);
           Sequence seq(ctx);
           seq.begin();

@@ -266,8 +266,8 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
 // f16 / f32 / q8_0 keep 8 weight rows per lane and up to 8 rows of x: since their loop over K is
 // flat (matmul_lanes.comp), 8 batch rows measured faster than 4 on lavapipe (4096² f16 at B = 16:
 // 22.1 -> 17.5 ms single-threaded, 14.8 -> 12.9 ms on 2 threads). At 16, 32, ... rows a tile of
-// 16 (2-vCPU Xeon, 4096²: f16 B = 16 / 64 47 / 48 -> 55 / 56 GFLOP/s, q8_0 52 / 54 -> 60 / 63;
-// c(16) of the 512-wide 8-layer model 3.9 -> 3.0-3.4): each weight texel a lane fetches — on a CPU
+// 16 (2-vCPU Xeon, 4096²: f16 B = 16 / 64 47 / 48 -> 55 / 57 GFLOP/s, q8_0 52 / 54 -> 62 / 64;
+// the 512-wide 8-layer model's 16-row forward ~15% faster): each weight texel a lane fetches — on a CPU
 // rasterizer a call that gathers 8 lanes' 16 bytes one by one — then feeds twice the
 // multiply-adds. Only B a multiple of 16 takes it: the tile is one more pipeline per weight type
 // and fold (lavapipe compiles it in ~2 s, against ~0.4 s), not one per B, and other B split
