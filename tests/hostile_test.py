@@ -322,6 +322,12 @@ def head_mutants(tmp, rng, ar_tokens):
         del c[key]
         write(conf=c)
         check_lossless_or_refused(f"head config without {key}", cfg_path)
+    # Bias switches the file has no tensors for: refused naming the first missing bias.
+    for key, tensor in (("attention_bias", "q_proj.bias"), ("mlp_bias", "gate_proj.bias")):
+        write(conf={**cfg, key: True})
+        rc, _, err = run(gen_args(MODEL, heads, "merge"))
+        if rc != 1 or tensor not in err or st_path not in err:
+            fail(f"head config {key} = true without its tensors", rc, err)
     for text in ("", "{", "[1,2]", "null", '{"hidden_size": NaN}', "\xff\xfe", json.dumps(cfg)[:-7]):
         write(conf_text=text)
         check_lossless_or_refused(f"head config text {text[:20]!r}", cfg_path)

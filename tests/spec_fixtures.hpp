@@ -100,8 +100,11 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
 // mode 0: random weights (low acceptance). mode 1: oracle (see above). mode 2: oracle + noise.
 // nan: fc.weight all NaN (a broken head: every hidden state and logit it makes is NaN).
 // extra: further (C)-shaped tensors of ones under these names.
+// attn_bias / mlp_bias: the config says attention_bias / mlp_bias and the file has the biases
+// Hugging Face's layer then carries (q, k, v, o; gate, up, down).
 inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const std::string& verifier_path, uint32_t seed,
-                       int mode, float noise = 0.0f, bool nan = false, const std::vector<std::string>& extra = {}) {
+                       int mode, float noise = 0.0f, bool nan = false, const std::vector<std::string>& extra = {},
+                       bool attn_bias = false, bool mlp_bias = false) {
   const uint64_t C = vcfg.C, F = 64, H = vcfg.H, Hkv = vcfg.Hkv, D = vcfg.D;
   std::mt19937 rng(seed);
   std::vector<std::pair<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>> t;
@@ -124,6 +127,19 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
   t.push_back({"layers.0.mlp.up_proj.weight", {{F, C}, uniform(F * C, rng, a)}});
   t.push_back({"layers.0.mlp.down_proj.weight", {{C, F}, uniform(C * F, rng, layer)}});
   t.push_back({"layers.0.post_attention_layernorm.weight", {{C}, std::vector<float>(C, 1.0f)}});
+  // Small beside the oracle's signal, so such heads still draft well.
+  const float b = mode == 0 ? 0.1f : 0.02f;
+  if (attn_bias) {
+    t.push_back({"layers.0.self_attn.q_proj.bias", {{H * D}, uniform(H * D, rng, b)}});
+    t.push_back({"layers.0.self_attn.k_proj.bias", {{Hkv * D}, uniform(Hkv * D, rng, b)}});
+    t.push_back({"layers.0.self_attn.v_proj.bias", {{Hkv * D}, uniform(Hkv * D, rng, b)}});
+    t.push_back({"layers.0.self_attn.o_proj.bias", {{C}, uniform(C, rng, b)}});
+  }
+  if (mlp_bias) {
+    t.push_back({"layers.0.mlp.gate_proj.bias", {{F}, uniform(F, rng, b)}});
+    t.push_back({"layers.0.mlp.up_proj.bias", {{F}, uniform(F, rng, b)}});
+    t.push_back({"layers.0.mlp.down_proj.bias", {{C}, uniform(C, rng, b)}});
+  }
   for (const std::string& name : extra) t.push_back({name, {{C}, std::vector<float>(C, 1.0f)}});
   // safetensors: u64 header length, JSON header, then the data (F16 here, as published heads).
   nlohmann::json h = nlohmann::json::object();
@@ -152,6 +168,8 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
                         {"rope_theta", 10000.0},
                         {"vocab_size", vcfg.V},
                         {"max_position_embeddings", 512}};
+  if (attn_bias) cfg["attention_bias"] = true;
+  if (mlp_bias) cfg["mlp_bias"] = true;
   std::ofstream(dir + "/config.json") << cfg.dump(2);
 }
 
@@ -170,6 +188,7 @@ struct RigOptions {
   KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_streams_per_buffer
   uint32_t kv_streams_per_buffer = 0;
   uint32_t window = 0;  // the verifier's sliding window (0: none)
+  bool head1_biases = false;  // write_head(attn_bias, mlp_bias) for head 1; head 2 has none
 };
 
 struct SpecRig {
@@ -182,7 +201,7 @@ struct SpecRig {
   SpecRig(Context& ctx, const std::string& name, const RigOptions& o)
       : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
     cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output, 512, o.window);
-    write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1, o.nan_head1);
+    write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1, o.nan_head1, {}, o.head1_biases, o.head1_biases);
     write_head(h2.path, cfg, gguf.path, o.seed2, o.mode2, o.noise2);
     file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
     ModelOptions mo;

@@ -37,6 +37,15 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
       for (int c = 0; c < cols; ++c) y[r] += double(w[size_t(r) * cols + c]) * x[c];
     return y;
   };
+  // A projection's bias where the file has one (attention_bias, mlp_bias), added to its output.
+  auto add_bias = [&](std::vector<double> y, const std::string& proj) {
+    const std::string n = "layers.0." + proj + ".bias";
+    if (st.tensors().count(n)) {
+      auto b = W(n);
+      for (size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+    }
+    return y;
+  };
   auto rot = [&](std::vector<double>& v, int heads, int pos) {  // HF rotate_half: pairs (i, i + D/2)
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < D / 2; ++i) {
@@ -55,7 +64,8 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
     for (int c = 0; c < C; ++c) in[c] = emb[size_t(toks[t]) * C + c], in[C + c] = feats[size_t(t) * C + c];
     auto x = mv(fc, in, C, 2 * C);
     for (int c = 0; c < C; ++c) x[c] += fcb[c];
-    auto q = mv(wq, x, H * D, C), k = mv(wk, x, Hkv * D, C), v = mv(wv, x, Hkv * D, C);
+    auto q = add_bias(mv(wq, x, H * D, C), "self_attn.q_proj"), k = add_bias(mv(wk, x, Hkv * D, C), "self_attn.k_proj"),
+         v = add_bias(mv(wv, x, Hkv * D, C), "self_attn.v_proj");
     rot(q, H, t);
     rot(k, Hkv, t);
     if (kv_f16)  // the cache stores K and V rounded to f16
@@ -76,15 +86,15 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
       for (int d = 0; d < D; ++d)
         for (int j = 0; j <= t; ++j) att[h * D + d] += s[j] / l * Vv[j][hk * D + d];
     }
-    auto o = mv(wo, att, C, H * D);
+    auto o = add_bias(mv(wo, att, C, H * D), "self_attn.o_proj");
     for (int c = 0; c < C; ++c) x[c] += o[c];
     double ss = 0;
     for (double e : x) ss += e * e;
     std::vector<double> xn(C);
     for (int c = 0; c < C; ++c) xn[c] = x[c] / std::sqrt(ss / C + 1e-5) * pn[c];
-    auto gt = mv(wg, xn, F, C), up = mv(wu, xn, F, C);
+    auto gt = add_bias(mv(wg, xn, F, C), "mlp.gate_proj"), up = add_bias(mv(wu, xn, F, C), "mlp.up_proj");
     for (int f = 0; f < F; ++f) gt[f] = gt[f] / (1 + std::exp(-gt[f])) * up[f];
-    auto dn = mv(wd, gt, C, F);
+    auto dn = add_bias(mv(wd, gt, C, F), "mlp.down_proj");
     for (int c = 0; c < C; ++c) x[c] += dn[c];
     for (int c = 0; c < C; ++c) h_out.push_back(float(x[c]));
     auto lg = mv(emb, x, vc.V, C);  // tied lm_head
@@ -150,6 +160,41 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
     check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
     check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
   }
+}
+
+TEST_CASE_FIXTURE(VkTest, "EAGLE head with attention_bias and mlp_bias equals the reference that adds each projection's bias") {
+  TempFile vf("head_bias_verifier.gguf");
+  LlamaConfig vc = write_verifier(vf.path, 7, 1.0f);
+  GgufFile g = GgufFile::open(vf.path);
+  ModelOptions mo;
+  mo.context = 64;
+  mo.max_rows = 16;
+  mo.kv_type = KvType::F32;
+  LlamaModel model(ctx, g, mo);
+  for (const auto [attn, mlp] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    CAPTURE(attn);
+    CAPTURE(mlp);
+    TempDir hd("head_bias");
+    write_head(hd.path, vc, vf.path, 11, 0, 0.0f, false, {}, attn, mlp);
+    EagleHead head(ctx, hd.path, model, 64, 16);
+    const HeadRun run = run_head(ctx, head, vc, 9);
+    std::vector<float> h_ref, l_ref;
+    head_ref(hd.path, g, vc, run.toks, run.feats, h_ref, l_ref);
+    check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
+    check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
+    // Without its biases the same head computes something else: the biases are not ignored.
+    TempDir nb("head_bias_off");
+    write_head(nb.path, vc, vf.path, 11, 0);
+    const HeadRun plain = run_head(ctx, *std::make_unique<EagleHead>(ctx, nb.path, model, 64, 16), vc, 9);
+    CHECK(plain.h != run.h);
+  }
+  // A config that asks for biases the file lacks is refused naming the tensor.
+  TempDir hd("head_bias_missing");
+  write_head(hd.path, vc, vf.path, 11, 0);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(hd.path + "/config.json"));
+  cfg["mlp_bias"] = true;
+  std::ofstream(hd.path + "/config.json") << cfg.dump();
+  CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 64, 16), doctest::Contains("layers.0.mlp.gate_proj.bias"), Error);
 }
 
 // rope_scaling in a head's config.json, against Hugging Face's frequencies written the way
@@ -272,10 +317,15 @@ TEST_CASE_FIXTURE(VkTest, "a head with a tensor it would not read is refused nam
     }
     return std::string();
   };
-  for (const char* name : {"layers.0.input_layernorm.weight", "layers.0.self_attn.q_proj.bias", "layers.1.mlp.up_proj.weight"}) {
+  for (const char* name : {"layers.0.input_layernorm.weight", "layers.0.self_attn.q_proj.bias", "layers.1.mlp.up_proj.weight",
+                           "layers.0.mlp.down_proj.bias"}) {
     const std::string msg = load_error({name});
     CAPTURE(msg);
     CHECK(msg.find(std::string("tensor ") + name + " is not part of an EAGLE-1/2 head") != std::string::npos);
+    // A projection bias names the switch that would have read it.
+    const std::string n(name);
+    CHECK((msg.find("does not set attention_bias to true") != std::string::npos) == (n == "layers.0.self_attn.q_proj.bias"));
+    CHECK((msg.find("does not set mlp_bias to true") != std::string::npos) == (n == "layers.0.mlp.down_proj.bias"));
   }
   // A saved rotary buffer is recomputed, not read: accepted (its shape does not matter here).
   CHECK(load_error({"layers.0.self_attn.rotary_emb.inv_freq"}).empty());
@@ -294,11 +344,15 @@ TEST_CASE("a head config that names another layer is refused naming the key") {
   };
   CHECK(msg_of("hidden_act", "gelu").find("key 'hidden_act': \"gelu\" is not implemented") != std::string::npos);
   CHECK(msg_of("num_hidden_layers", 2).find("key 'num_hidden_layers': 2 layers") != std::string::npos);
-  CHECK(msg_of("attention_bias", true).find("key 'attention_bias': true is not implemented") != std::string::npos);
-  CHECK(msg_of("mlp_bias", true).find("key 'mlp_bias'") != std::string::npos);
+  // The bias switches are computed (see the forward test below); only a non-boolean is refused.
+  CHECK(msg_of("attention_bias", "true").find("key 'attention_bias': \"true\" is not true or false") != std::string::npos);
+  CHECK(msg_of("mlp_bias", 1).find("key 'mlp_bias': 1 is not true or false") != std::string::npos);
   CHECK(msg_of("hidden_act", "silu").empty());
   CHECK(msg_of("num_hidden_layers", 1).empty());
   CHECK(msg_of("attention_bias", false).empty());
+  CHECK(msg_of("attention_bias", true).empty());
+  CHECK(msg_of("mlp_bias", true).empty());
+  CHECK(msg_of("mlp_bias", nullptr).empty());
 }
 
 TEST_CASE_FIXTURE(VkTest, "a head that does not fit the verifier is refused with the reason") {

@@ -48,6 +48,16 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar under a sliding wi
   check_lossless(ctx, *rig.model, rig.head1.get(), rig.head2.get(), "window", 1.0, 8, 2, 12, 6, 96);
 }
 
+TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar with a head whose projections carry biases beside one without") {
+  // Head 1 has attention_bias and mlp_bias (its o matmul and its SwiGLU then run unfolded), head 2
+  // none: the paired draft levels zip two lists that differ in their dispatches.
+  RigOptions o{.mix = 0.05f, .noise1 = 0.25f, .noise2 = 0.5f, .head1_biases = true};
+  SpecRig rig(ctx, "spec_biases", o);
+  REQUIRE(rig.head1->weights()->config().attention_bias);
+  REQUIRE(rig.head1->weights()->config().mlp_bias);
+  check_lossless(ctx, *rig.model, rig.head1.get(), rig.head2.get(), "biases", 1.5, 4, 3, 6, 6, 64);
+}
+
 TEST_CASE_FIXTURE(VkTest, "KV commit: the verifier cache after speculative steps equals the one ar builds") {
   // Both cache types and three layouts of the 2L = 4 streams: all in one buffer (one commit
   // dispatch for the model), 3 + 1 streams in two buffers, one buffer per stream.

@@ -31,6 +31,8 @@ struct HeadConfig {
   // verifier's rope_freqs.weight). Absent, null or "default": neither.
   float rope_freq_scale = 1.0f;
   std::vector<float> rope_divisors;
+  // Hugging Face's attention_bias (q, k, v and o projections) and mlp_bias (gate, up, down).
+  bool attention_bias = false, mlp_bias = false;
   // EAGLE-3 only.
   bool eagle3 = false;
   int draft_V = 0;   // draft_vocab_size (default vocab_size)
@@ -53,7 +55,8 @@ constexpr int64_t kMaxHeadDim = int64_t(1) << 24;
 // intermediate_size, vocab_size (and for EAGLE-3 draft_vocab_size, target_hidden_size) as exact
 // integers in 1..kMaxHeadDim; eagle_aux_hidden_state_layer_ids three integers; rms_norm_eps and rope_theta
 // range-checked as the verifier's are; head_dim, if given, equal to hidden_size / heads;
-// rope_scaling of type linear or llama3 with its numbers in range, any other type refused. Throws
+// rope_scaling of type linear or llama3 with its numbers in range, any other type refused;
+// attention_bias and mlp_bias true or false (absent or null: false). Throws
 // vkspec::Error naming `path` and the key. No Vulkan: the fuzzers call it directly.
 HeadConfig parse_head_config(std::string_view json_text, const std::string& path);
 HeadConfig read_head_config(const std::string& config_path);
@@ -95,6 +98,7 @@ class EagleHeadWeights {
   std::vector<uint32_t> taps_;
   DeviceWeight fc_, wqkv_, wo_, wgu_, wdown_;
   Buffer fc_bias_, post_norm_;
+  Buffer qkv_bias_, o_bias_, gu_bias_, down_bias_;  // HeadConfig::attention_bias / mlp_bias; else empty
   Buffer rope_divisors_;  // (D/2) f32: rope_scaling llama3's (HeadConfig), empty otherwise
   // EAGLE-3: the norms, the lm_head expanded to the verifier's vocabulary (row i + d2t[i] =
   // draft row i, other rows zero) with a bias of 0 on draft ids and -inf elsewhere, and the

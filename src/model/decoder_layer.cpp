@@ -30,7 +30,8 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   at.logit_scale = s.rope.logit_gain;
   MatmulArgs acc;
   acc.accumulate = true;  // residual add fused into the projection
-  if (m.o_part && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {
+  acc.bias = w.o_bias;
+  if (m.o_part && !w.o_bias && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {
     at.wo = w.wo, at.o = m.x;  // the projection inside the attention kernel, adding into x
     at.o_part = m.o_part, at.o_arrivals = m.o_arrivals;
     attention(seq, at);
@@ -40,8 +41,16 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   }
   MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
   ga.norm = w.ffn_norm, ga.norm_eps = s.rms_eps, ga.norm_scratch = m.xn;
-  ga.glu = true, ga.glu_scratch = m.gu;
-  matmul(seq, *w.wgu, m.x, m.act, N, ga);
+  if (w.gu_bias) {
+    ga.bias = w.gu_bias;
+    matmul(seq, *w.wgu, m.x, m.gu, N, ga);
+    const uint32_t F = w.wgu->N / 2;
+    silu_mul(seq, m.gu, m.gu.col(F), m.act, N, F);
+  } else {
+    ga.glu = true, ga.glu_scratch = m.gu;
+    matmul(seq, *w.wgu, m.x, m.act, N, ga);
+  }
+  acc.bias = w.down_bias;
   matmul(seq, *w.wdown, m.act, m.x, N, acc);
 }
 

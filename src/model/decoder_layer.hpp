@@ -18,9 +18,12 @@ struct DecoderLayerWeights {
   const Buffer* qkv_bias = nullptr;     // (H·D + 2·Hkv·D,) Qwen2; nullptr: none
   const Buffer* qk_norm = nullptr;      // (H + Hkv, D) Qwen3's per-head q/k norm; nullptr: none
   const DeviceWeight* wo = nullptr;     // (C, H·D)
+  const Buffer* o_bias = nullptr;       // (C,) a head's attention_bias; nullptr: none
   const Buffer* ffn_norm = nullptr;     // (C,) folded into the gate|up matmul
   const DeviceWeight* wgu = nullptr;    // (2F, C): F gate rows, then F up rows
+  const Buffer* gu_bias = nullptr;      // (2F,) a head's mlp_bias, gate then up; nullptr: none
   const DeviceWeight* wdown = nullptr;  // (C, F)
+  const Buffer* down_bias = nullptr;    // (C,) a head's mlp_bias; nullptr: none
 };
 
 struct DecoderLayerShape {
@@ -62,7 +65,8 @@ struct DecoderLayerPass {
 // matmul → silu·mul → down matmul accumulating into x. 5 dispatches whatever N where the matmul
 // kernel folds the norms, the GLU and RoPE with the K/V store (+2 with Qwen3's q/k norm, which
 // needs its own pass and a rope_kv_write), 4 where attention also carries the o matmul
-// (attention_folds_o); a separate rmsnorm / silu_mul / rope_kv_write each otherwise.
+// (attention_folds_o); a separate rmsnorm / silu_mul / rope_kv_write each otherwise. An o bias
+// keeps the o matmul on its own, a gate|up bias the silu_mul (the kernels fold neither).
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
 

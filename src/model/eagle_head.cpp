@@ -173,8 +173,13 @@ static void refuse_unread(const std::map<std::string, SafeTensor>& tensors, cons
                           const std::string& path) {
   for (const auto& [name, t] : tensors) {
     if (read.count(name) || (!eagle3 && name == "embed_tokens.weight") || name.ends_with("rotary_emb.inv_freq")) continue;
+    // A projection's bias is read where config.json switches it on: say which switch.
+    const char* flag = !name.ends_with("_proj.bias")               ? nullptr
+                       : name.find("self_attn.") != std::string::npos ? "attention_bias"
+                                                                      : "mlp_bias";
     throw Error(path + ": tensor " + name + " is not part of " + (eagle3 ? "an EAGLE-3" : "an EAGLE-1/2") +
-                " head as vkspec computes it (it would be ignored, computing another head)");
+                " head as vkspec computes it (it would be ignored, computing another head)" +
+                (flag ? std::string("; config.json does not set ") + flag + " to true" : std::string()));
   }
 }
 
@@ -210,9 +215,11 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
     throw Error(r.where("hidden_act") + ": " + a->dump() + " is not implemented (draft heads compute silu)");
   if (const nlohmann::json* n = r.find("num_hidden_layers"); n && r.integer("num_hidden_layers", *n) != 1)
     throw Error(r.where("num_hidden_layers") + ": " + n->dump() + " layers; a draft head is one decoder layer");
-  for (const char* k : {"attention_bias", "mlp_bias"})
-    if (const nlohmann::json* b = r.find(k); b && *b != false)
-      throw Error(r.where(k) + ": " + b->dump() + " is not implemented (draft head projections have no bias)");
+  for (auto [k, flag] : {std::pair{"attention_bias", &c.attention_bias}, std::pair{"mlp_bias", &c.mlp_bias}})
+    if (const nlohmann::json* b = r.find(k); b && !b->is_null()) {
+      if (!b->is_boolean()) throw Error(r.where(k) + ": " + b->dump() + " is not true or false");
+      *flag = b->get<bool>();
+    }
   // EAGLE-3: named so by an architectures entry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM)
   // or by the key only EAGLE-3 heads have.
   if (const nlohmann::json* arch = r.find("architectures"); arch && arch->is_array())
@@ -375,6 +382,23 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   wqkv_ = upload_rows(ctx, {&f.get(L + "self_attn.q_proj.weight", {HD, Kin}), &f.get(L + "self_attn.k_proj.weight", {KV, Kin}),
                             &f.get(L + "self_attn.v_proj.weight", {KV, Kin})});
   wo_ = upload_rows(ctx, {&f.get(L + "self_attn.o_proj.weight", {C, HD})});
+  // Biases concatenated as their weights' rows are: q, k, v; gate, up.
+  const auto biases = [&](std::initializer_list<std::pair<std::string, uint64_t>> parts) {
+    std::vector<float> all;
+    for (const auto& [name, n] : parts) {
+      const std::vector<float> b = f.get(L + name, {n}).to_f32();
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    return upload_f32(ctx, all);
+  };
+  if (cfg_.attention_bias) {
+    qkv_bias_ = biases({{"self_attn.q_proj.bias", HD}, {"self_attn.k_proj.bias", KV}, {"self_attn.v_proj.bias", KV}});
+    o_bias_ = biases({{"self_attn.o_proj.bias", C}});
+  }
+  if (cfg_.mlp_bias) {
+    gu_bias_ = biases({{"mlp.gate_proj.bias", F}, {"mlp.up_proj.bias", F}});
+    down_bias_ = biases({{"mlp.down_proj.bias", C}});
+  }
   if (!cfg_.rope_divisors.empty()) rope_divisors_ = upload_f32(ctx, cfg_.rope_divisors);
   wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})});
   wdown_ = upload_rows(ctx, {&f.get(L + "mlp.down_proj.weight", {C, F})});
@@ -456,7 +480,7 @@ void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const Lla
 uint64_t EagleHeadWeights::bytes() const {
   return fc_.bytes() + wqkv_.bytes() + wo_.bytes() + wgu_.bytes() + wdown_.bytes() + fc_bias_.size() + post_norm_.size() +
          lm_head_.bytes() + embd_.bytes() + in_norm_.size() + hid_norm_.size() + out_norm_.size() + vocab_bias_.size() +
-         rope_divisors_.size();
+         rope_divisors_.size() + qkv_bias_.size() + o_bias_.size() + gu_bias_.size() + down_bias_.size();
 }
 
 EagleHead::EagleHead(Context& ctx, const std::string& path, const LlamaModel& verifier, uint32_t capacity,
@@ -494,15 +518,24 @@ uint64_t EagleHead::scratch_bytes() const {
 
 // The decoder layer both kinds share (decoder_layer.hpp): attention over `attn_in` (x itself for
 // EAGLE-1/2, which has no input norm; the 2C-wide normalized concat for EAGLE-3), residual x,
-// then the SwiGLU MLP (post_attention_layernorm is its ffn norm); no qkv bias, no q/k norm, HF's
-// rotate_half RoPE, the head's own cache.
+// then the SwiGLU MLP (post_attention_layernorm is its ffn norm); projection biases where the
+// config asks for them, no q/k norm, HF's rotate_half RoPE, the head's own cache.
 void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
   const EagleHeadWeights& w = *w_;
   const HeadConfig& cfg = w.cfg_;
   const uint32_t C = uint32_t(cfg.C), F = uint32_t(cfg.F), H = uint32_t(cfg.H), Hkv = uint32_t(cfg.Hkv),
                  D = uint32_t(cfg.D), HD = H * D, KV = Hkv * D;
   record_decoder_layer(
-      seq, {.wqkv = &w.wqkv_, .wo = &w.wo_, .ffn_norm = &w.post_norm_, .wgu = &w.wgu_, .wdown = &w.wdown_},
+      seq,
+      {.wqkv = &w.wqkv_,
+       .qkv_bias = w.qkv_bias_.size() ? &w.qkv_bias_ : nullptr,
+       .wo = &w.wo_,
+       .o_bias = w.o_bias_.size() ? &w.o_bias_ : nullptr,
+       .ffn_norm = &w.post_norm_,
+       .wgu = &w.wgu_,
+       .gu_bias = w.gu_bias_.size() ? &w.gu_bias_ : nullptr,
+       .wdown = &w.wdown_,
+       .down_bias = w.down_bias_.size() ? &w.down_bias_ : nullptr},
       {.H = H,
        .Hkv = Hkv,
        .D = D,
