@@ -526,7 +526,7 @@ struct DraftRun {
     tok.upload(std::vector<uint32_t>(k, 0xdead));
     feat.upload(std::vector<float>(kFeatOffset + 2 * k * kFeatStride, -7.0f));
     mask.upload(std::vector<uint32_t>((D - 1) * k * words + 1, 0xabcdef01u));
-    root_tok.upload(std::vector<uint32_t>{rng() % V, 0, 0, 0});
+    root_tok.upload(std::vector<uint32_t>{uint32_t(rng() % V), 0, 0, 0});
     front.upload(std::vector<uint32_t>((D + 1) * k + 1, 0));
     ids.upload(std::vector<uint32_t>(k * kTopkMax + 4, 0));
     logp.upload(std::vector<float>(k * kTopkMax + 4, 0.0f));

@@ -235,10 +235,15 @@ VKSPEC_API vkspec_status vkspec_required_device_features(VkInstance instance, Vk
     if (fam < 0) throw MissingFeature(std::string("device '") + props.deviceName + "' has no compute queue family");
     out->queue_family = uint32_t(fam);
     const bool ssc_ext = has_ext(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-    VkPhysicalDeviceSubgroupSizeControlFeatures ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    // Zeroed, then typed: gcc warns of the members a {sType} initializer leaves out in this macro.
+    VkPhysicalDeviceSubgroupSizeControlFeatures ssc{};
+    VkPhysicalDeviceVulkan12Features f12{};
+    VkPhysicalDeviceVulkan11Features f11{};
+    VkPhysicalDeviceFeatures2 f{};
+    ssc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     f.pNext = &f11;
     f11.pNext = &f12;
     if (ssc_ext) f12.pNext = &ssc;
