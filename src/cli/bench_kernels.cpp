@@ -56,10 +56,18 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   Context ctx(co);
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
 
-  nlohmann::json results = nlohmann::json::array();
+  nlohmann::json results = nlohmann::json::array(), skipped = nlohmann::json::array();
   for (auto [N, K] : shapes)
     for (WeightType t : types) {
       plan.N = N, plan.K = K;
+      // A block type holds K only in whole blocks (a model file would store such a matrix in
+      // another type): that pair is skipped and named, the others still run.
+      if (K % weight_type_block(t)) {
+        const std::string why = std::string(weight_type_name(t)) + " rows must be a multiple of " + std::to_string(weight_type_block(t));
+        if (!json) std::fprintf(stderr, "matmul %-6s %5ux%-5u skipped: %s\n", weight_type_name(t), N, K, why.c_str());
+        skipped.push_back({{"op", "matmul"}, {"dtype", weight_type_name(t)}, {"rows", N}, {"cols", K}, {"why", why}});
+        continue;
+      }
       for (const auto& r : measure_matmul(ctx, t, plan)) {
         // Flat figures (means) as before, with the spread and flags beside them.
         const double us = stat_mean(r["us"]);
@@ -84,7 +92,10 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
         results.push_back(row);
       }
     }
-  nlohmann::json out = {{"device", ctx.caps().name}, {"results", results}};
+  if (results.empty())
+    throw Error("no --types / --shapes pair can be measured: " + skipped[0]["why"].get<std::string>() + " (shape " +
+                std::to_string(skipped[0]["rows"].get<uint32_t>()) + "x" + std::to_string(skipped[0]["cols"].get<uint32_t>()) + ")");
+  nlohmann::json out = {{"device", ctx.caps().name}, {"results", results}, {"skipped", skipped}};
 
   if (cost) {
     // A file path, or else a built-in shape generated in memory.
