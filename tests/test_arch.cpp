@@ -128,6 +128,17 @@ TEST_CASE("architectures: YaRN's keys are read and its ramp runs from kept pairs
   std::vector<float> ff(8, 2.0f);
   CHECK(rope_divisors(c, ff)[0] == 0.5f);
   CHECK(rope_divisors(c, ff)[5] == 2.0f);
+  // YaRN's own parameters at the values computed (llama.cpp's defaults) change nothing.
+  TempFile g("yarn-defaults.gguf");
+  w.add_f32("qwen2.rope.scaling.yarn_beta_fast", 32.0f);
+  w.add_f32("qwen2.rope.scaling.yarn_beta_slow", 1.0f);
+  w.add_f32("qwen2.rope.scaling.yarn_ext_factor", 1.0f);
+  w.add_f32("qwen2.rope.scaling.yarn_attn_factor", 1.0f);
+  REQUIRE(config_error(w, g).empty());
+  LlamaConfig cd = read_llama_config(GgufFile::open(g.path));
+  CHECK(rope_logit_gain(cd) == rope_logit_gain(read_llama_config(GgufFile::open(f.path))));
+  cd.D = 16, cd.rope_theta = 10000.0f;
+  CHECK(rope_divisors(cd, {}) == d);
   c.rope_yarn = false;
   CHECK(rope_divisors(c, ff) == ff);
   CHECK(rope_divisors(c, {}).empty());
@@ -172,7 +183,33 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                       }),
                  {"qwen2.rope.scaling.factor", "YaRN", "below 1"});
   expect_refused(with("qwen2", [](GgufWriter& w) { w.add_f32("qwen2.rope.scaling.yarn_beta_fast", 16.0f); }),
-                 {"qwen2.rope.scaling.yarn_beta_fast", "not implemented"});
+                 {"qwen2.rope.scaling.yarn_beta_fast", "16 is not implemented", "with 32"});
+  expect_refused(with("qwen2",
+                      [](GgufWriter& w) {
+                        w.add_string("qwen2.rope.scaling.type", "yarn");
+                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+                        w.add_f32("qwen2.rope.scaling.yarn_beta_slow", 2.0f);
+                      }),
+                 {"qwen2.rope.scaling.yarn_beta_slow", "2 is not implemented", "YaRN with 1"});
+  expect_refused(with("qwen2",
+                      [](GgufWriter& w) {
+                        w.add_string("qwen2.rope.scaling.type", "yarn");
+                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+                        w.add_f32("qwen2.rope.scaling.yarn_attn_factor", 0.5f);
+                      }),
+                 {"qwen2.rope.scaling.yarn_attn_factor", "0.5 is not implemented"});
+  // The ramp's weight: 1 only under YaRN; on linear scaling it would turn the ramp on.
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_ext_factor", 1.0f); }),
+                 {"llama.rope.scaling.yarn_ext_factor", "'linear' scaling with 0"});
+  expect_refused(with("qwen2",
+                      [](GgufWriter& w) {
+                        w.add_string("qwen2.rope.scaling.type", "yarn");
+                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+                        w.add_f32("qwen2.rope.scaling.yarn_ext_factor", 0.0f);
+                      }),
+                 {"qwen2.rope.scaling.yarn_ext_factor", "0 is not implemented"});
+  expect_refused(with("qwen2", [](GgufWriter& w) { w.add_string("qwen2.rope.scaling.yarn_beta_fast", "32"); }),
+                 {"qwen2.rope.scaling.yarn_beta_fast"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f); }),
                  {"llama.rope.scaling.yarn_log_multiplier", "RoPE scaling"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.attn_logit_softcapping", 50.0f); }),

@@ -151,13 +151,17 @@ constexpr const char* kKnownKeys[] = {
     // and whether it was fine-tuned after scaling (descriptive only).
     "rope.scaling.original_context_length", "rope.scaling.finetuned",
     "expert_count", "expert_used_count",  // written as 0 by some dense-model converters
+    // YaRN's own parameters: accepted only at the values computed (read_rope_scaling).
+    "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow", "rope.scaling.yarn_ext_factor",
+    "rope.scaling.yarn_attn_factor",
 };
 
 // Why a known-but-unimplemented key family is refused (the message names the key either way).
 std::string unimplemented_key_reason(std::string_view sub) {
   if (sub.find("softcapping") != std::string_view::npos) return "logit softcapping is not implemented";
   if (sub.rfind("rope.scaling.", 0) == 0)
-    return "this RoPE scaling parameter is not implemented (YaRN is computed with llama.cpp's defaults only)";
+    return "this RoPE scaling parameter is not implemented (YaRN is computed with llama.cpp's defaults: beta_fast 32, "
+           "beta_slow 1, ext_factor 1, attn_factor 1)";
   if (sub.rfind("ssm.", 0) == 0 || sub.rfind("wkv.", 0) == 0) return "recurrent layers are not implemented";
   return "vkspec's decoder does not implement what it asks for and would compute another model";
 }
@@ -189,6 +193,26 @@ void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) 
   if (c.rope_yarn && factor != 0.0f && factor < 1.0f)
     f.fail("metadata key '" + factor_key + "': YaRN with a factor of " + number_str(factor) +
            " (below 1) is not implemented");
+  // YaRN's own parameters. llama.cpp's loader reads them for a few other architectures only, so
+  // for these it computes with its defaults whatever the file says; a file that states exactly
+  // those values (newer converters copy them from the model's config) is computed, any other
+  // value is refused, since the model was trained with it. ext_factor is the ramp's weight: 1
+  // under YaRN, 0 (no ramp) otherwise.
+  const struct {
+    const char* key;
+    float value;
+  } yarn_defaults[] = {{"rope.scaling.yarn_beta_fast", 32.0f},
+                       {"rope.scaling.yarn_beta_slow", 1.0f},
+                       {"rope.scaling.yarn_ext_factor", c.rope_yarn ? 1.0f : 0.0f},
+                       {"rope.scaling.yarn_attn_factor", 1.0f}};
+  for (const auto& [sub, value] : yarn_defaults) {
+    const std::string key = p + sub;
+    if (!f.has(key)) continue;
+    const float v = f.get_f32(key);
+    if (v != value)
+      f.fail("metadata key '" + key + "': " + number_str(v) + " is not implemented (vkspec computes " +
+             (c.rope_yarn ? "YaRN" : "'" + type + "' scaling") + " with " + number_str(value) + ", llama.cpp's value here)");
+  }
   const std::string orig_key = p + "rope.scaling.original_context_length";
   if (f.has(orig_key)) c.rope_orig_ctx = uint32_t(positive_int(f, orig_key, f.get_u32(orig_key)));
   const std::string attn_key = p + "rope.scaling.attn_factor";
