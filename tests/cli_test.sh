@@ -183,7 +183,9 @@ expect_error "logits: an id outside the vocabulary is refused" "outside the mode
 expect_error "logits: an unwritable --out names the path" "cannot write /nonexistent-dir/l.f32" logits -m "$m" --tokens "1 2" --out /nonexistent-dir/l.f32
 expect_error "logits: more tokens than --ctx is a clear error" "do not fit the context of 4 tokens" logits -m "$m" --tokens "1 2 3 4 5" --ctx 4 --out /dev/null
 expect_error "perplexity needs a full window" "needs at least one full window: 3 tokens < window 16" perplexity -m "$m" --tokens "1 2 3" --ctx 16
-expect_error "perplexity: a window below 4 is refused" "window 2 must be in 4.." perplexity -m "$m" --tokens "1 2 3" --ctx 2
+expect_error "an empty -p is refused naming the option as typed" "option -p needs a value" generate -m "$m" -p "" -n 2
+expect_error "unknown short and long options are named as typed" "unknown option(s): -z, --foo" generate -m "$m" --tokens 1 -n 2 -z 3 --foo
+expect_error "perplexity: a window below 4 is refused" "window 2 is too short: it must hold at least 4 tokens" perplexity -m "$m" --tokens "1 2 3" --ctx 2
 expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
 expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1
 # The KV cache: f16 by default, f32 on request, anything else refused naming the option; the

@@ -35,6 +35,9 @@ Args::Args(const std::vector<std::string>& argv) {
   }
 }
 
+// An option as the user types it: -p, -n, --ctx.
+static std::string option_name(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
+
 bool Args::has(const std::string& name) const {
   for (auto& [k, v] : opts_)
     if (k == name) return true;
@@ -59,7 +62,7 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
       used_[i] = true;
-      if (opts_[i].second.empty()) throw Error("option --" + name + " needs a value");
+      if (opts_[i].second.empty()) throw Error("option " + option_name(name) + " needs a value");
       return opts_[i].second;
     }
   return fallback;
@@ -76,7 +79,7 @@ uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max)
       ok = false;  // past the range of the type: too large, like any value past max
     }
   }
-  if (!ok) throw Error(std::string("option ") + (what.size() == 1 ? "-" : "--") + what + " expects an integer in 0.." + std::to_string(max) + ", got '" + v + "'");
+  if (!ok) throw Error("option " + option_name(what) + " expects an integer in 0.." + std::to_string(max) + ", got '" + v + "'");
   return x;
 }
 
@@ -93,14 +96,14 @@ double Args::get_double(const std::string& name, double fallback) {
     if (pos != v.size() || !std::isfinite(x)) throw 0;
     return x;
   } catch (...) {
-    throw Error("option --" + name + " expects a finite number, got '" + v + "'");
+    throw Error("option " + option_name(name) + " expects a finite number, got '" + v + "'");
   }
 }
 
 void Args::reject_unknown() const {
   std::string bad;
   for (size_t i = 0; i < opts_.size(); ++i)
-    if (!used_[i]) bad += (bad.empty() ? "--" : ", --") + opts_[i].first;
+    if (!used_[i]) bad += (bad.empty() ? "" : ", ") + option_name(opts_[i].first);
   if (!bad.empty()) throw Error("unknown option(s): " + bad);
 }
 

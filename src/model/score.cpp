@@ -64,9 +64,11 @@ double token_nll(std::span<const float> logits, uint32_t target) {
 PerplexityResult perplexity(LlamaModel& model, std::span<const uint32_t> tokens, const PerplexityOptions& o,
                             const std::function<void(uint32_t, const PerplexityResult&)>& progress) {
   const uint32_t W = o.window, T = uint32_t(tokens.size());
-  if (W < 4 || W > model.capacity())
-    throw Error("perplexity window " + std::to_string(W) + " must be in 4.." + std::to_string(model.capacity()) +
-                " (the model's context, --ctx)");
+  if (W < 4)
+    throw Error("perplexity window " + std::to_string(W) + " is too short: it must hold at least 4 tokens (raise --ctx)");
+  if (W > model.capacity())
+    throw Error("perplexity window " + std::to_string(W) + " exceeds the model's context of " +
+                std::to_string(model.capacity()) + " tokens (lower --ctx)");
   if (T < W)
     throw Error("perplexity needs at least one full window: " + std::to_string(T) + " tokens < window " +
                 std::to_string(W) + " (use a smaller --ctx or a longer text)");
