@@ -11,6 +11,8 @@ DIR/e3_ids/      (verifiers of 4 layers) another random head with eagle_aux_hidd
                  default taps of 4 layers, named by id) and its own
                  embed_tokens.weight; DIR/ref.json: its PyTorch forward over a chain whose first
                  rows read tap rows (through fc) and last rows fed-back C-wide hidden rows
+DIR/e3_bias/     the same with attention_bias and mlp_bias (random biases on all seven
+                 projections); DIR/ref_bias.json its forward over the same kind of chain
 DIR/bad_*/       malformed heads: fc of the wrong width, a d2t entry past the vocabulary, two
                  draft ids on one verifier id, t2d disagreeing with d2t, reduced vocab without
                  d2t, d2t stored as float
@@ -42,14 +44,17 @@ def save_safetensors(path, sd):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def make_head(cfg, V, seed, ids=None):
+def make_head(cfg, V, seed, ids=None, bias=False):
     DRAFT_V = min(64, 2 * V // 3)
     torch.manual_seed(seed)
+    cfg = dict(cfg, attention_bias=bias, mlp_bias=bias)
     head = Eagle3Head(cfg, DRAFT_V)
     with torch.no_grad():
         for n, p in head.named_parameters():
             if n.endswith("norm.weight"):
                 p.copy_(1 + 0.2 * torch.randn_like(p))
+            elif n.endswith(".bias"):  # nn.Linear's uniform init is small; make them matter
+                p.copy_(0.5 * torch.randn_like(p))
     draft_ids = torch.sort(torch.randperm(V)[:DRAFT_V]).values
     sd = collections.OrderedDict(head.state_dict())
     sd["d2t"] = draft_ids - torch.arange(DRAFT_V)
@@ -62,6 +67,8 @@ def make_head(cfg, V, seed, ids=None):
             "draft_vocab_size": DRAFT_V, "target_hidden_size": cfg["dim"], "max_position_embeddings": 512}
     if ids is not None:
         conf["eagle_aux_hidden_state_layer_ids"] = ids
+    if bias:
+        conf["attention_bias"] = conf["mlp_bias"] = True
     return head, sd, conf, draft_ids
 
 
@@ -106,13 +113,19 @@ def main():
     s = collections.OrderedDict(sd); del s["d2t"]
     write(os.path.join(out, "bad_no_d2t"), s, conf)
 
-    # a head with explicit tap ids and its own embedding, and its PyTorch forward
+    # a head with explicit tap ids and its own embedding, and its PyTorch forward; and one whose
+    # seven projections carry biases (attention_bias, mlp_bias)
     if L != 4:
         return
-    head, sd, conf, draft_ids = make_head(cfg, V, 9, ids=[1, 1, 0])
+    reference(out, cfg, V, C, "e3_ids", "ref.json", 9, False)
+    reference(out, cfg, V, C, "e3_bias", "ref_bias.json", 11, True)
+
+
+def reference(out, cfg, V, C, name, ref_name, seed, bias):
+    head, sd, conf, draft_ids = make_head(cfg, V, seed, ids=[1, 1, 0], bias=bias)
     emb = torch.nn.Embedding(V, C)
     sd["embed_tokens.weight"] = emb.weight.detach().clone()
-    write(os.path.join(out, "e3_ids"), sd, conf)
+    write(os.path.join(out, name), sd, conf)
     g = torch.Generator().manual_seed(3)
     n_taps, n_fed = 7, 4
     toks = torch.randint(0, V, (n_taps + n_fed,), generator=g)
@@ -121,9 +134,14 @@ def main():
     with torch.no_grad():
         hidden = torch.cat((head.fc(taps), fed))[None]
         h, lg = head(emb(toks)[None], hidden)
+        if bias:  # the biases must matter, or the test could not tell them from none
+            for n, p in head.named_parameters():
+                if n.endswith(".bias"):
+                    p.zero_()
+            assert (head(emb(toks)[None], hidden)[0] - h).abs().max() > 0.1
     ref = {"tokens": toks.tolist(), "taps": taps.flatten().tolist(), "fed": fed.flatten().tolist(),
            "h": h[0].flatten().tolist(), "draft_logits": lg[0].flatten().tolist(), "draft_ids": draft_ids.tolist()}
-    with open(os.path.join(out, "ref.json"), "w") as f:
+    with open(os.path.join(out, ref_name), "w") as f:
         json.dump(ref, f)
 
 

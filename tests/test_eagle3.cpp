@@ -76,46 +76,51 @@ void edited_head(const E3Files& f, const std::string& dir, const std::function<v
 TEST_CASE_FIXTURE(VkTest, "EAGLE-3 head forward equals its PyTorch forward (tap rows through fc, then fed-back rows)") {
   const E3Files* f = files();
   if (!f) return;
-  const nlohmann::json ref = nlohmann::json::parse(std::ifstream((*f)("ref.json")));
-  const auto toks = ref["tokens"].get<std::vector<uint32_t>>();
-  const auto taps = ref["taps"].get<std::vector<float>>(), fed = ref["fed"].get<std::vector<float>>();
-  const auto h_ref = ref["h"].get<std::vector<float>>(), dl_ref = ref["draft_logits"].get<std::vector<float>>();
-  const auto ids = ref["draft_ids"].get<std::vector<uint32_t>>();
-  const uint32_t C = 64, V = 96, Vd = uint32_t(ids.size()), N1 = uint32_t(taps.size() / (3 * C)),
-                 N2 = uint32_t(fed.size() / C);
-  REQUIRE(N1 + N2 == toks.size());
-  // f32 cache: PyTorch keeps K and V in f32.
-  E3Rig rig(ctx, *f, KvType::F32);
-  auto head = rig.head(ctx, (*f)("e3_ids"));
-  CHECK(head->eagle3());
-  // eagle_aux_hidden_state_layer_ids [1, 1, 0]: outputs of layers 1, 1, 0 = inputs of 2, 2, 1.
-  CHECK(head->tap_points() == std::vector<uint32_t>{2, 2, 1});
-  Buffer tb(ctx, toks.size() * 4), xb(ctx, taps.size() * 4), fb(ctx, fed.size() * 4);
-  tb.upload(toks), xb.upload(taps), fb.upload(fed);
-  std::vector<float> h_got, l_got;
-  for (int part = 0; part < 2; ++part) {  // the second call attends to the first one's cache
-    Sequence seq(ctx);
-    seq.begin();
-    EagleHead::ForwardArgs a;
-    a.N = part ? N2 : N1, a.t = part ? N1 : 0, a.kv_slot = a.t, a.tokens = &tb, a.tok_offset = a.t;
-    a.features = part ? Mat{&fb, 0, C} : Mat{&xb, 0, 3 * C}, a.taps = part == 0, a.pos_first = a.t;
-    head->forward(seq, a);
-    seq.run();
-    auto h = rows(head->hidden(), 0, a.N, C), l = rows(head->logits(), 0, a.N, V);
-    h_got.insert(h_got.end(), h.begin(), h.end());
-    l_got.insert(l_got.end(), l.begin(), l.end());
+  // e3_bias: attention_bias and mlp_bias, random biases on q, k, v, o, gate, up and down.
+  for (const auto& [dir, ref_file] : {std::pair{"e3_ids", "ref.json"}, std::pair{"e3_bias", "ref_bias.json"}}) {
+    const std::string head_dir = dir;
+    CAPTURE(head_dir);
+    const nlohmann::json ref = nlohmann::json::parse(std::ifstream((*f)(ref_file)));
+    const auto toks = ref["tokens"].get<std::vector<uint32_t>>();
+    const auto taps = ref["taps"].get<std::vector<float>>(), fed = ref["fed"].get<std::vector<float>>();
+    const auto h_ref = ref["h"].get<std::vector<float>>(), dl_ref = ref["draft_logits"].get<std::vector<float>>();
+    const auto ids = ref["draft_ids"].get<std::vector<uint32_t>>();
+    const uint32_t C = 64, V = 96, Vd = uint32_t(ids.size()), N1 = uint32_t(taps.size() / (3 * C)),
+                   N2 = uint32_t(fed.size() / C);
+    REQUIRE(N1 + N2 == toks.size());
+    // f32 cache: PyTorch keeps K and V in f32.
+    E3Rig rig(ctx, *f, KvType::F32);
+    auto head = rig.head(ctx, (*f)(dir));
+    CHECK(head->eagle3());
+    // eagle_aux_hidden_state_layer_ids [1, 1, 0]: outputs of layers 1, 1, 0 = inputs of 2, 2, 1.
+    CHECK(head->tap_points() == std::vector<uint32_t>{2, 2, 1});
+    Buffer tb(ctx, toks.size() * 4), xb(ctx, taps.size() * 4), fb(ctx, fed.size() * 4);
+    tb.upload(toks), xb.upload(taps), fb.upload(fed);
+    std::vector<float> h_got, l_got;
+    for (int part = 0; part < 2; ++part) {  // the second call attends to the first one's cache
+      Sequence seq(ctx);
+      seq.begin();
+      EagleHead::ForwardArgs a;
+      a.N = part ? N2 : N1, a.t = part ? N1 : 0, a.kv_slot = a.t, a.tokens = &tb, a.tok_offset = a.t;
+      a.features = part ? Mat{&fb, 0, C} : Mat{&xb, 0, 3 * C}, a.taps = part == 0, a.pos_first = a.t;
+      head->forward(seq, a);
+      seq.run();
+      auto h = rows(head->hidden(), 0, a.N, C), l = rows(head->logits(), 0, a.N, V);
+      h_got.insert(h_got.end(), h.begin(), h.end());
+      l_got.insert(l_got.end(), l.begin(), l.end());
+    }
+    check_close(h_got, h_ref, 1e-4f, 1e-4f, "EAGLE-3 pre-norm output h");
+    // Draft id i's logit sits at verifier id i + d2t[i]; every other id is -inf.
+    std::vector<float> mapped;
+    size_t not_inf = 0;
+    for (uint32_t r = 0; r < N1 + N2; ++r) {
+      std::vector<bool> drafted(V, false);
+      for (uint32_t i = 0; i < Vd; ++i) mapped.push_back(l_got[r * V + ids[i]]), drafted[ids[i]] = true;
+      for (uint32_t v = 0; v < V; ++v) not_inf += !drafted[v] && !(std::isinf(l_got[r * V + v]) && l_got[r * V + v] < 0);
+    }
+    check_close(mapped, dl_ref, 1e-3f, 1e-4f, "EAGLE-3 draft logits");
+    CHECK(not_inf == 0);
   }
-  check_close(h_got, h_ref, 1e-4f, 1e-4f, "EAGLE-3 pre-norm output h");
-  // Draft id i's logit sits at verifier id i + d2t[i]; every other id is -inf.
-  std::vector<float> mapped;
-  size_t not_inf = 0;
-  for (uint32_t r = 0; r < N1 + N2; ++r) {
-    std::vector<bool> drafted(V, false);
-    for (uint32_t i = 0; i < Vd; ++i) mapped.push_back(l_got[r * V + ids[i]]), drafted[ids[i]] = true;
-    for (uint32_t v = 0; v < V; ++v) not_inf += !drafted[v] && !(std::isinf(l_got[r * V + v]) && l_got[r * V + v] < 0);
-  }
-  check_close(mapped, dl_ref, 1e-3f, 1e-4f, "EAGLE-3 draft logits");
-  CHECK(not_inf == 0);
 }
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE-3: pytorch_model.bin and model.safetensors of one head give identical drafts") {
@@ -167,6 +172,9 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar with two EAGLE-3 h
   // The oracle EAGLE-1 head makes long accepted paths; merge must use them.
   check_lossless(ctx, rig.model, e1.get(), e3a.get(), "eagle1+eagle3", 1.8, 4, 3, 6, 8, 96);
   check_lossless(ctx, rig.model, e3b.get(), e1.get(), "eagle3+eagle1", 1.8, 4, 3, 6, 8, 96);
+  // An EAGLE-3 head whose seven projections carry biases (attention_bias, mlp_bias).
+  auto e3c = rig.head(ctx, (*f)("e3_bias"));
+  check_lossless(ctx, rig.model, e3c.get(), e1.get(), "eagle3 with biases+eagle1", 1.8, 4, 3, 6, 4, 64);
   // The verifier exports its tap rows once an EAGLE-3 head drafts with it.
   CHECK(rig.model.tap_points() == e3a->tap_points());
 }
@@ -176,7 +184,8 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE-3: malformed configs and heads are refused nami
   if (!f) return;
   E3Rig rig(ctx, *f);
   auto refused = [&](const std::string& dir, const std::string& what) {
-    CAPTURE(dir);
+    const std::string head_dir = dir;
+    CAPTURE(head_dir);
     CHECK_THROWS_WITH_AS(EagleHead(ctx, dir, rig.model, 256, 64), doctest::Contains(what.c_str()), Error);
   };
   refused((*f)("bad_fc"), "fc.weight");

@@ -48,14 +48,15 @@ def rope_half(x, cos, sin):
 
 
 class Attention(nn.Module):
-    def __init__(self, dim, n_head, n_kv, theta, interleaved):
+    def __init__(self, dim, n_head, n_kv, theta, interleaved, bias=False):
         super().__init__()
         self.n_head, self.n_kv, self.hd = n_head, n_kv, dim // n_head
         self.theta, self.interleaved = theta, interleaved
-        self.q_proj = nn.Linear(dim, n_head * self.hd, bias=False)
-        self.k_proj = nn.Linear(dim, n_kv * self.hd, bias=False)
-        self.v_proj = nn.Linear(dim, n_kv * self.hd, bias=False)
-        self.o_proj = nn.Linear(n_head * self.hd, dim, bias=False)
+        # bias: Hugging Face's attention_bias, on all four projections
+        self.q_proj = nn.Linear(dim, n_head * self.hd, bias=bias)
+        self.k_proj = nn.Linear(dim, n_kv * self.hd, bias=bias)
+        self.v_proj = nn.Linear(dim, n_kv * self.hd, bias=bias)
+        self.o_proj = nn.Linear(n_head * self.hd, dim, bias=bias)
 
     def forward(self, x):
         B, T, _ = x.shape
@@ -76,11 +77,12 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim, ffn):
+    def __init__(self, dim, ffn, bias=False):
         super().__init__()
-        self.gate_proj = nn.Linear(dim, ffn, bias=False)
-        self.up_proj = nn.Linear(dim, ffn, bias=False)
-        self.down_proj = nn.Linear(ffn, dim, bias=False)
+        # bias: Hugging Face's mlp_bias, on all three projections
+        self.gate_proj = nn.Linear(dim, ffn, bias=bias)
+        self.up_proj = nn.Linear(dim, ffn, bias=bias)
+        self.down_proj = nn.Linear(ffn, dim, bias=bias)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -152,14 +154,15 @@ class Eagle3Layer(nn.Module):
         C = cfg["dim"]
         self.input_layernorm = RMSNorm(C, cfg["eps"])
         self.hidden_norm = RMSNorm(C, cfg["eps"])
-        self.self_attn = Attention(C, cfg["n_head"], cfg["n_kv"], cfg["theta"], False)
+        ab, mb = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
+        self.self_attn = Attention(C, cfg["n_head"], cfg["n_kv"], cfg["theta"], False, ab)
         hd = C // cfg["n_head"]
         # the q/k/v projections read the 2C-wide concatenation
-        self.self_attn.q_proj = nn.Linear(2 * C, cfg["n_head"] * hd, bias=False)
-        self.self_attn.k_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=False)
-        self.self_attn.v_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=False)
+        self.self_attn.q_proj = nn.Linear(2 * C, cfg["n_head"] * hd, bias=ab)
+        self.self_attn.k_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=ab)
+        self.self_attn.v_proj = nn.Linear(2 * C, cfg["n_kv"] * hd, bias=ab)
         self.post_attention_layernorm = RMSNorm(C, cfg["eps"])
-        self.mlp = MLP(C, cfg["ffn"])
+        self.mlp = MLP(C, cfg["ffn"], mb)
 
     def forward(self, emb, hidden):
         a = torch.cat((self.input_layernorm(emb), self.hidden_norm(hidden)), dim=-1)
