@@ -10,6 +10,7 @@
 #include "shared_data.hpp"
 #include "vkspec/gguf_writer.hpp"
 #include "tokenizer/pretokenize.hpp"
+#include "tokenizer/unicode.hpp"
 #include "byte_vocab.hpp"
 #include "vkspec/tokenizer.hpp"
 
@@ -159,6 +160,78 @@ TEST_CASE("tokenizer: pre-tokenizer splits (gpt2, llama3, qwen2)") {
   CHECK(split(P::Gpt2, "a  \t b   ") == V{"a", "  \t", " b", "   "});
   // Invalid UTF-8 still tiles the text.
   CHECK(split(P::Gpt2, "a\xff\xfe b") == V{"a", "\xff\xfe", " b"});
+  // SmolLM / StarCoder: a digit is a piece, and ends the text GPT-2's regex sees: the space
+  // before a number stays apart, and a whitespace run before a digit stays whole.
+  CHECK(split(P::Gpt2Digits, "abc 123 x  4've") == V{"abc", " ", "1", "2", "3", " x", "  ", "4", "'ve"});
+  CHECK(split(P::Gpt2Digits, "x\u00bd\u0662y") == V{"x", "\u00bd", "\u0662", "y"});
+}
+
+// llama.cpp runs "\p{N}" first and GPT-2's regex on each piece between: built here from the
+// GPT-2 split of each digit-free stretch, over llama.cpp's own tokenizer test texts.
+TEST_CASE("tokenizer: the digit-isolating split is GPT-2's between single digits") {
+  const std::string path = vkspec::test::shared_file("tokenizer-vectors/ggml-vocab-gpt-2.gguf.inp");
+  if (path.empty()) return;
+  const std::string inp = read_all(path);
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  int texts = 0, with_digits = 0;
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t e = inp.find(sep, pos);
+    REQUIRE(e != std::string::npos);
+    const std::string text = inp.substr(pos, e - pos) + " 10 a1b2  3\t4'll 56 ";
+    pos = e + sep.size();
+    std::vector<std::pair<size_t, size_t>> want;
+    size_t start = 0;
+    auto stretch = [&](size_t end) {
+      for (auto [off, len] : pretokenize(Tokenizer::Pre::Gpt2, std::string_view(text).substr(start, end - start)))
+        want.emplace_back(start + off, len);
+    };
+    const auto chars = unicode::decode(text);
+    for (size_t i = 0; i < chars.size(); ++i) {
+      if (!unicode::is_number(chars[i].cp)) continue;
+      const size_t end = i + 1 < chars.size() ? chars[i + 1].off : text.size();
+      stretch(chars[i].off);
+      want.emplace_back(chars[i].off, end - chars[i].off);
+      start = end;
+    }
+    stretch(text.size());
+    CAPTURE(text);
+    CHECK(pretokenize(Tokenizer::Pre::Gpt2Digits, text) == want);
+    ++texts;
+    with_digits += pretokenize(Tokenizer::Pre::Gpt2Digits, text) != pretokenize(Tokenizer::Pre::Gpt2, text);
+  }
+  CHECK(texts > 20);
+  CHECK(with_digits == texts);  // the suffix's digits split differently from GPT-2 in every text
+}
+
+// The pre-tokenizer names llama.cpp's converter writes, and Llama 3's BOS default.
+TEST_CASE("tokenizer: pre-tokenizer names map to their splits") {
+  auto load = [](const char* pre, int add_bos) {
+    GgufWriter w;
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", pre);
+    w.add_array_string("tokenizer.ggml.tokens", test::byte_vocab());
+    w.add_array_string("tokenizer.ggml.merges", {});
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    if (add_bos >= 0) w.add_bool("tokenizer.ggml.add_bos_token", add_bos != 0);
+    TempFile tf("pre.gguf");
+    w.write(tf.path);
+    return Tokenizer::from_gguf(GgufFile::open(tf.path));
+  };
+  using P = Tokenizer::Pre;
+  const std::pair<const char*, P> names[] = {
+      {"default", P::Gpt2},       {"gpt-2", P::Gpt2},           {"llama-bpe", P::Llama3}, {"llama3", P::Llama3},
+      {"falcon3", P::Llama3},     {"qwen2", P::Qwen2},          {"deepseek-r1-qwen", P::Qwen2},
+      {"smollm", P::Gpt2Digits},  {"starcoder", P::Gpt2Digits},
+  };
+  for (const auto& [name, pre] : names) {
+    CAPTURE(name);
+    const Tokenizer t = load(name, -1);
+    CHECK(t.pre() == pre);
+    // Without add_bos_token, BOS only for the Llama 3 family (as llama.cpp); the key decides.
+    CHECK(t.add_bos() == (pre == P::Llama3));
+    CHECK(!load(name, 0).add_bos());
+    CHECK(load(name, 1).add_bos());
+  }
 }
 
 TEST_CASE("tokenizer reject: malformed metadata") {

@@ -24,7 +24,9 @@ enum class TokenType : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control
 class Tokenizer {
  public:
   enum class Kind { Spm, Bpe };
-  enum class Pre { None, Gpt2, Llama3, Qwen2 };  // None: SentencePiece, no pre-split
+  // None: SentencePiece, no pre-split. Gpt2Digits: every digit its own piece, then GPT-2's split
+  // within the text between digits (SmolLM, StarCoder).
+  enum class Pre { None, Gpt2, Llama3, Qwen2, Gpt2Digits };
 
   // Throws vkspec::Error naming the file and key for missing or inconsistent metadata.
   static Tokenizer from_gguf(const GgufFile& f);

@@ -22,7 +22,7 @@ struct Text {
                                                  : kOther);
   }
   size_t n() const { return c.size(); }
-  uint8_t at(size_t i) const { return i < c.size() ? cls[i] : kEnd; }
+  uint8_t at(size_t i) const { return i < c.size() ? cls[i] : uint8_t(kEnd); }
   uint32_t cp(size_t i) const { return i < c.size() ? c[i].cp : 0xffffffffu; }
   size_t run(size_t i, uint8_t k) const {  // end of the run of class k starting at i
     while (at(i) == k) ++i;
@@ -51,11 +51,19 @@ size_t whitespace_tail(const Text& t, size_t i) {
   return j - 1;
 }
 
-size_t match_gpt2(const Text& t, size_t i) {
+// With `digits`, every digit is a piece of its own and GPT-2's regex then runs within the text
+// between digits (llama.cpp's "\p{N}" split ahead of it), where a digit ends the text: a space
+// never joins the number after it, and a whitespace run before a digit stays whole.
+size_t match_gpt2(const Text& t, size_t i, bool digits) {
+  if (digits && t.at(i) == kNumber) return i + 1;
   if (size_t j = contraction(t, i, false); j != i) return j;
   const size_t s = t.cp(i) == ' ' ? i + 1 : i;  // " ?" is the ASCII space only
   for (uint8_t k : {kLetter, kNumber, kOther})
-    if (t.at(s) == k) return t.run(s, k);
+    if (t.at(s) == k && !(digits && k == kNumber)) return t.run(s, k);
+  if (digits && t.at(i) == kSpace) {
+    const size_t j = t.run(i, kSpace);
+    if (t.at(j) == kNumber) return j;
+  }
   return whitespace_tail(t, i);  // at(i) is whitespace here
 }
 
@@ -94,7 +102,8 @@ std::vector<std::pair<size_t, size_t>> pretokenize(Tokenizer::Pre pre, std::stri
     switch (pre) {
       case Tokenizer::Pre::Llama3: j = match_llama3(t, i, 3); break;
       case Tokenizer::Pre::Qwen2: j = match_llama3(t, i, 1); break;
-      default: j = match_gpt2(t, i); break;
+      case Tokenizer::Pre::Gpt2Digits: j = match_gpt2(t, i, true); break;
+      default: j = match_gpt2(t, i, false); break;
     }
     if (j <= i) j = i + 1;  // cannot happen (every class is matched); never loop forever
     const size_t end = j < t.n() ? t.c[j].off : text.size();

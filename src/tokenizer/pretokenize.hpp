@@ -5,6 +5,7 @@
 //   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*
 //           |\s*[\r\n]+|\s+(?!\S)|\s+
 //   qwen2:  as llama3 but \p{N} (one digit per piece)
+//   gpt2 with digits (smollm, starcoder): \p{N} first, then gpt2 within each stretch between
 #pragma once
 
 #include <string_view>

@@ -142,17 +142,35 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
       m->byte_token[b] = m->find(name);
     }
   } else {
+    // The names llama.cpp's converter writes, grouped as llama.cpp splits them.
+    struct PreName {
+      const char* name;
+      Pre pre;
+    };
+    static constexpr PreName kPreNames[] = {
+        {"default", Pre::Gpt2},         {"gpt2", Pre::Gpt2},          {"gpt-2", Pre::Gpt2},
+        {"phi-2", Pre::Gpt2},           {"llama-bpe", Pre::Llama3},   {"llama3", Pre::Llama3},
+        {"llama-v3", Pre::Llama3},      {"falcon3", Pre::Llama3},     {"pixtral", Pre::Llama3},
+        {"qwen2", Pre::Qwen2},          {"deepseek-r1-qwen", Pre::Qwen2}, {"megrez", Pre::Qwen2},
+        {"smollm", Pre::Gpt2Digits},    {"starcoder", Pre::Gpt2Digits}, {"refact", Pre::Gpt2Digits},
+        {"command-r", Pre::Gpt2Digits}, {"codeshell", Pre::Gpt2Digits}, {"exaone", Pre::Gpt2Digits},
+        {"minerva-7b", Pre::Gpt2Digits},
+    };
     const std::string pre(f.get_string("tokenizer.ggml.pre", "default"));
-    if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
-      m->pre = Pre::Gpt2;
-    } else if (pre == "llama-bpe" || pre == "llama3") {
-      m->pre = Pre::Llama3;
-      m->ignore_merges = true;  // as llama.cpp does for Llama 3
-    } else if (pre == "qwen2") {
-      m->pre = Pre::Qwen2;
-    } else {
-      f.fail("metadata key 'tokenizer.ggml.pre': unsupported pre-tokenizer '" + pre +
-             "' (supported: default, gpt2, gpt-2, llama-bpe, qwen2)");
+    const PreName* found = nullptr;
+    std::string names;
+    for (const PreName& n : kPreNames) {
+      if (pre == n.name) found = &n;
+      names += (names.empty() ? "" : ", ") + std::string(n.name);
+    }
+    if (!found) f.fail("metadata key 'tokenizer.ggml.pre': unsupported pre-tokenizer '" + pre + "' (supported: " + names + ")");
+    m->pre = found->pre;
+    if (m->pre == Pre::Llama3) {
+      // As llama.cpp does for the Llama 3 family: a piece that is already a token is not split,
+      // and BOS is added unless the file says otherwise.
+      m->ignore_merges = true;
+      m->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);
+      if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
     }
     for (int b = 0; b < 256; ++b) {
       std::string s;

@@ -87,8 +87,8 @@ Built build_vocab(FuzzedDataProvider& in) {
       merges.push_back(a + " " + b);
     }
     w.add_array_string("tokenizer.ggml.merges", merges);
-    static const char* pres[] = {"default", "gpt2", "llama-bpe", "qwen2", "deepseek-coder"};
-    w.add_string("tokenizer.ggml.pre", pres[in.ConsumeIntegralInRange<int>(0, 4)]);
+    static const char* pres[] = {"default", "gpt2", "llama-bpe", "qwen2", "smollm", "deepseek-coder"};
+    w.add_string("tokenizer.ggml.pre", pres[in.ConsumeIntegralInRange<int>(0, 5)]);
   }
   if (in.ConsumeBool()) w.add_u32("tokenizer.ggml.bos_token_id", in.ConsumeIntegralInRange<uint32_t>(0, uint32_t(toks.size())));
   if (in.ConsumeBool()) w.add_u32("tokenizer.ggml.eos_token_id", in.ConsumeIntegralInRange<uint32_t>(0, uint32_t(toks.size())));
