@@ -16,7 +16,7 @@
 // - NORM: the RMSNorm that feeds this matmul. y = (W · (x ⊙ g)) · rsqrt(mean(x²) + eps): every lane
 //   already fetches all of x, so it sums x² on the way and scales its outputs at the end.
 // - GLU: W is gate rows then up rows (2F); a lane owns R/2 gate rows and the matching up rows
-//   and writes y(B, F) = silu(gate) · up.
+//   and writes y(B, F) = act(gate) · up (act.glsl: SiLU, or GELU by ACT).
 // - ROPE_KV (a variant): W is a layer's q|k|v rows (heads of width D = n_rot). A lane owns R/2
 //   RoPE pairs (both rows of each), so it turns q and k in registers: q is written rotated, k
 //   and v as projected, and the rotated k and the v go into cache row slot + b — what
@@ -28,6 +28,8 @@ layout(constant_id = 3) const bool NORM = false;
 layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const uint XS = 0;   // > 0: the subgroup size, and x is fetched once per subgroup
 layout(constant_id = 6) const uint XT = 1;   // with XS: texels of x each lane fetches per piece, ceil(2·BT / XS)
+layout(constant_id = 7) const uint ACT = 0;  // GLU: the gate's activation (act.glsl)
+#include "act.glsl"
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
 const uint XV = 8 * BT;  // a block of x for the tile: 8 texels per activation row
@@ -65,7 +67,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #ifdef ROPE_KV
-layout(constant_id = 7) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(constant_id = 8) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -581,7 +583,7 @@ void main() {
       if (row < n_out && bb < pc.B) {
         const uint out_row = pc.row_offset + row;
         float o = acc[r * BT + b];
-        if (GLU) o = o / (1.0 + exp(-o)) * acc[(r + HALF) * BT + b];
+        if (GLU) o = glu_act(o) * acc[(r + HALF) * BT + b];
         if (pc.has_bias != 0) o += bias[out_row];
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
         yout[yi] = pc.accumulate != 0 ? yout[yi] + o : o;

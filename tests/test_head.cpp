@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "act_reference.hpp"
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/dtype.hpp"
@@ -23,6 +24,12 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
               bool kv_f16 = false, const std::vector<double>& inv_freq = {}) {
   auto st = SafetensorsFile::open(dir + "/model.safetensors");
   auto W = [&](const std::string& n) { return st.tensors().at(n).to_f32(); };
+  // The gate's activation from config.json, as Hugging Face's ACT2FN defines each name.
+  const std::string act_name =
+      nlohmann::json::parse(std::ifstream(dir + "/config.json")).value("hidden_act", std::string("silu"));
+  const GluAct act = act_name == "gelu" ? GluAct::GeluErf
+                     : act_name == "gelu_pytorch_tanh" || act_name == "gelu_new" ? GluAct::GeluTanh
+                                                                                 : GluAct::Silu;
   const int C = vc.C, H = vc.H, Hkv = vc.Hkv, D = vc.D, N = int(toks.size());
   const int F = int(st.tensors().at("layers.0.mlp.gate_proj.weight").shape[0]);
   auto emb = dequantize_tensor(g.require_tensor("token_embd.weight"));
@@ -93,7 +100,7 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
     std::vector<double> xn(C);
     for (int c = 0; c < C; ++c) xn[c] = x[c] / std::sqrt(ss / C + 1e-5) * pn[c];
     auto gt = add_bias(mv(wg, xn, F, C), "mlp.gate_proj"), up = add_bias(mv(wu, xn, F, C), "mlp.up_proj");
-    for (int f = 0; f < F; ++f) gt[f] = gt[f] / (1 + std::exp(-gt[f])) * up[f];
+    for (int f = 0; f < F; ++f) gt[f] = glu_act_ref(act, gt[f]) * up[f];
     auto dn = add_bias(mv(wd, gt, C, F), "mlp.down_proj");
     for (int c = 0; c < C; ++c) x[c] += dn[c];
     for (int c = 0; c < C; ++c) h_out.push_back(float(x[c]));
@@ -134,6 +141,33 @@ HeadRun run_head(Context& ctx, EagleHead& head, const LlamaConfig& vc, uint32_t 
   return run;
 }
 
+// A random verifier (f32 cache, 64 positions, 16 rows) for the heads under test.
+struct HeadRig {
+  TempFile vf;
+  LlamaConfig vc;
+  GgufFile g;
+  LlamaModel model;
+  HeadRig(Context& ctx, const std::string& name)
+      : vf(name + ".gguf"), vc(write_verifier(vf.path, 7, 1.0f)), g(GgufFile::open(vf.path)), model(ctx, g, options()) {}
+  static ModelOptions options() {
+    ModelOptions mo;
+    mo.context = 64;
+    mo.max_rows = 16;
+    mo.kv_type = KvType::F32;
+    return mo;
+  }
+  // The head in `dir` over 9 chained rows, checked against head_ref; its run.
+  HeadRun check(Context& ctx, const std::string& dir) {
+    EagleHead head(ctx, dir, model, 64, 16);
+    const HeadRun run = run_head(ctx, head, vc, 9);
+    std::vector<float> h_ref, l_ref;
+    head_ref(dir, g, vc, run.toks, run.feats, h_ref, l_ref);
+    check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
+    check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
+    return run;
+  }
+};
+
 }  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on Hugging Face layout weights") {
@@ -163,38 +197,50 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
 }
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head with attention_bias and mlp_bias equals the reference that adds each projection's bias") {
-  TempFile vf("head_bias_verifier.gguf");
-  LlamaConfig vc = write_verifier(vf.path, 7, 1.0f);
-  GgufFile g = GgufFile::open(vf.path);
-  ModelOptions mo;
-  mo.context = 64;
-  mo.max_rows = 16;
-  mo.kv_type = KvType::F32;
-  LlamaModel model(ctx, g, mo);
+  HeadRig rig(ctx, "head_bias_verifier");
+  const LlamaConfig& vc = rig.vc;
+  LlamaModel& model = rig.model;
+  const std::string& vpath = rig.vf.path;
   for (const auto [attn, mlp] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
     CAPTURE(attn);
     CAPTURE(mlp);
     TempDir hd("head_bias");
-    write_head(hd.path, vc, vf.path, 11, 0, 0.0f, false, {}, attn, mlp);
-    EagleHead head(ctx, hd.path, model, 64, 16);
-    const HeadRun run = run_head(ctx, head, vc, 9);
-    std::vector<float> h_ref, l_ref;
-    head_ref(hd.path, g, vc, run.toks, run.feats, h_ref, l_ref);
-    check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
-    check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
+    write_head(hd.path, vc, vpath, 11, 0, 0.0f, false, {}, attn, mlp);
+    const HeadRun run = rig.check(ctx, hd.path);
     // Without its biases the same head computes something else: the biases are not ignored.
     TempDir nb("head_bias_off");
-    write_head(nb.path, vc, vf.path, 11, 0);
+    write_head(nb.path, vc, vpath, 11, 0);
     const HeadRun plain = run_head(ctx, *std::make_unique<EagleHead>(ctx, nb.path, model, 64, 16), vc, 9);
     CHECK(plain.h != run.h);
   }
   // A config that asks for biases the file lacks is refused naming the tensor.
   TempDir hd("head_bias_missing");
-  write_head(hd.path, vc, vf.path, 11, 0);
+  write_head(hd.path, vc, vpath, 11, 0);
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(hd.path + "/config.json"));
   cfg["mlp_bias"] = true;
   std::ofstream(hd.path + "/config.json") << cfg.dump();
   CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 64, 16), doctest::Contains("layers.0.mlp.gate_proj.bias"), Error);
+}
+
+// hidden_act: GELU heads (exact and tanh), through the folded GLU and, with mlp_bias, through the
+// gate|up matmul then glu_mul.
+TEST_CASE_FIXTURE(VkTest, "EAGLE head hidden_act gelu / gelu_pytorch_tanh / gelu_new equals the reference") {
+  HeadRig rig(ctx, "head_act_verifier");
+  TempDir sd("head_act_silu");
+  write_head(sd.path, rig.vc, rig.vf.path, 11, 0);
+  const HeadRun silu = run_head(ctx, *std::make_unique<EagleHead>(ctx, sd.path, rig.model, 64, 16), rig.vc, 9);
+  for (const char* act : {"gelu", "gelu_pytorch_tanh", "gelu_new"})
+    for (bool mlp_bias : {false, true}) {
+      CAPTURE(act);
+      CAPTURE(mlp_bias);
+      TempDir hd("head_act");
+      write_head(hd.path, rig.vc, rig.vf.path, 11, 0, 0.0f, false, {}, false, mlp_bias);
+      nlohmann::json cfg = nlohmann::json::parse(std::ifstream(hd.path + "/config.json"));
+      cfg["hidden_act"] = act;
+      std::ofstream(hd.path + "/config.json") << cfg.dump();
+      const HeadRun run = rig.check(ctx, hd.path);
+      if (!mlp_bias) CHECK(run.h != silu.h);  // the same weights under SiLU compute something else
+    }
 }
 
 // rope_scaling in a head's config.json, against Hugging Face's frequencies written the way
@@ -342,12 +388,18 @@ TEST_CASE("a head config that names another layer is refused naming the key") {
     }
     return std::string();
   };
-  CHECK(msg_of("hidden_act", "gelu").find("key 'hidden_act': \"gelu\" is not implemented") != std::string::npos);
+  CHECK(msg_of("hidden_act", "relu").find("key 'hidden_act': \"relu\" is not implemented") != std::string::npos);
+  CHECK(msg_of("hidden_act", "gelu_fast").find("gelu_pytorch_tanh") != std::string::npos);  // the list it computes
+  CHECK(msg_of("hidden_act", 1).find("key 'hidden_act': 1 is not implemented") != std::string::npos);
   CHECK(msg_of("num_hidden_layers", 2).find("key 'num_hidden_layers': 2 layers") != std::string::npos);
   // The bias switches are computed (see the forward test below); only a non-boolean is refused.
   CHECK(msg_of("attention_bias", "true").find("key 'attention_bias': \"true\" is not true or false") != std::string::npos);
   CHECK(msg_of("mlp_bias", 1).find("key 'mlp_bias': 1 is not true or false") != std::string::npos);
-  CHECK(msg_of("hidden_act", "silu").empty());
+  for (const char* act : {"silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new"}) CHECK(msg_of("hidden_act", act).empty());
+  CHECK(parse_head_config(R"({"hidden_size": 64, "num_attention_heads": 8, "intermediate_size": 64, "vocab_size": 96,
+                              "hidden_act": "gelu_pytorch_tanh"})",
+                          "c.json")
+            .hidden_act == GluAct::GeluTanh);
   CHECK(msg_of("num_hidden_layers", 1).empty());
   CHECK(msg_of("attention_bias", false).empty());
   CHECK(msg_of("attention_bias", true).empty());

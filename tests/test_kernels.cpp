@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "act_reference.hpp"
 #include "matmul_reference.hpp"
 #include "tree_order.hpp"
 #include "vk_fixture.hpp"
@@ -99,21 +100,25 @@ TEST_CASE_FIXTURE(VkTest, "matmul lanes: x shared by subgroup shuffles equals pe
 }
 
 
-TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsnorm, matmul, silu_mul") {
-  // The forward asks the matmul for y = W · rmsnorm(x) and, on gate|up weights, silu(gate) · up.
-  // The lanes kernel (variant 3) computes both inside; the others record rmsnorm and silu_mul
+TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsnorm, matmul, glu_mul") {
+  // The forward asks the matmul for y = W · rmsnorm(x) and, on gate|up weights, act(gate) · up.
+  // The lanes kernel (variant 3) computes both inside; the others record rmsnorm and glu_mul
   // around a plain matmul. Every variant, odd K (a tail block) and odd F, rows off the tiles,
-  // batch invariant, against a double CPU reference.
+  // batch invariant, against a double CPU reference; the GELU gates on f16 weights.
   const float eps = 1e-5f;
   for (auto t : {WeightType::F16, WeightType::Q8_0, WeightType::Q4_K})
     for (int variant : {0, 1, 2, 3})
-      for (bool glu : {false, true}) {
+      for (int glu_case = 0; glu_case < 4; ++glu_case) {
+        const bool glu = glu_case > 0;
+        const GluAct act = kGluActs[glu ? glu_case - 1 : 0];
         if (variant == 2 && !ctx.caps().subgroup_arithmetic) continue;
+        if (act != GluAct::Silu && t != WeightType::F16) continue;
         const uint32_t K = t == WeightType::Q4_K ? 512 : t == WeightType::Q8_0 ? 96 : 83, F = 37,
                        N = glu ? 2 * F : 29, out = glu ? F : N, xs = round4(K) + 4;
         CAPTURE(weight_type_name(t));
         CAPTURE(variant);
         CAPTURE(glu);
+        CAPTURE(int(act));
         auto raw = make_weight(t, N, K, 5);
         const std::vector<float> w = dequantize(t, raw, N, K);
         const DeviceWeight W = upload_weight(ctx, t, N, K, raw.data());
@@ -135,7 +140,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsn
         for (uint32_t b = 0; b < Bmax; ++b)
           for (uint32_t j = 0; j < out; ++j) {
             const double a = y[size_t(b) * N + j];
-            ref[size_t(b) * out + j] = glu ? float(a / (1.0 + std::exp(-a)) * y[size_t(b) * N + F + j]) : float(a);
+            ref[size_t(b) * out + j] = glu ? float(glu_act_ref(act, a) * y[size_t(b) * N + F + j]) : float(a);
           }
         Buffer xb(ctx, x.size() * 4), gb(ctx, K * 4), scratch(ctx, size_t(Bmax) * (xs + 2 * N) * 4);
         xb.upload(x);
@@ -148,7 +153,7 @@ TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsn
           MatmulArgs a;
           a.cfg.matmul_rows = variant;
           a.norm = &gb, a.norm_eps = eps, a.norm_scratch = Mat{&scratch, 0, xs};
-          a.glu = glu, a.glu_scratch = Mat{&scratch, Bmax * xs, round4(N)};
+          a.glu = glu, a.glu_act = act, a.glu_scratch = Mat{&scratch, Bmax * xs, round4(N)};
           matmul(seq, W, Mat{&xb, 0, xs}, Mat{&yb, 0, out}, B, a);
           seq.run();
           auto got = yb.read<float>(size_t(B) * out);
@@ -220,7 +225,7 @@ TEST_CASE_FIXTURE(VkTest, "embed gathers rows exactly for every weight type") {
       }
 }
 
-TEST_CASE_FIXTURE(VkTest, "rmsnorm, silu_mul, add, rope match the CPU reference") {
+TEST_CASE_FIXTURE(VkTest, "rmsnorm, glu_mul, add, rope match the CPU reference") {
   for (uint32_t C : {1u, 3u, 23u, 37u, 4097u})
     for (uint32_t wg : {0u, 4u, 32u, 64u, 96u}) {  // 0: the device's default choice
       const uint32_t T = 5, xs = C + 2;
@@ -244,21 +249,26 @@ TEST_CASE_FIXTURE(VkTest, "rmsnorm, silu_mul, add, rope match the CPU reference"
       seq.run();
       check_close(yb.read<float>(ref.size()), ref, 1e-5f, 1e-5f, "rmsnorm C=" + std::to_string(C));
 
-      // silu_mul and add on the same shapes
+      // glu_mul (each gate activation) and add on the same shapes; gates out to ±40, where
+      // GELU's tanh and erf saturate
       auto g = random_floats(size_t(T) * C, 3 * C, -6, 6), u = random_floats(size_t(T) * C, 5 * C);
+      if (g.size() > 2) g[0] = 40.0f, g[1] = -40.0f;
       Buffer gb(ctx, g.size() * 4), ub(ctx, u.size() * 4), ob(ctx, g.size() * 4), ab(ctx, g.size() * 4);
       gb.upload(g);
       ub.upload(u);
+      for (GluAct act : kGluActs) {
+        seq.begin();
+        glu_mul(seq, Mat{&gb, 0, C}, Mat{&ub, 0, C}, Mat{&ob, 0, C}, T, C, act, cfg);
+        seq.run();
+        std::vector<float> rs(g.size());
+        for (size_t i = 0; i < g.size(); ++i) rs[i] = float(glu_act_ref(act, g[i]) * u[i]);
+        check_close(ob.read<float>(g.size()), rs, 1e-5f, 1e-5f, "glu_mul act " + std::to_string(int(act)) + " C=" + std::to_string(C));
+      }
       seq.begin();
-      silu_mul(seq, Mat{&gb, 0, C}, Mat{&ub, 0, C}, Mat{&ob, 0, C}, T, C, cfg);
       add(seq, Mat{&gb, 0, C}, Mat{&ub, 0, C}, Mat{&ab, 0, C}, T, C, cfg);
       seq.run();
-      std::vector<float> rs(g.size()), ra(g.size());
-      for (size_t i = 0; i < g.size(); ++i) {
-        rs[i] = float(g[i] / (1.0 + std::exp(-double(g[i]))) * u[i]);
-        ra[i] = g[i] + u[i];
-      }
-      check_close(ob.read<float>(g.size()), rs, 1e-5f, 1e-5f, "silu_mul C=" + std::to_string(C));
+      std::vector<float> ra(g.size());
+      for (size_t i = 0; i < g.size(); ++i) ra[i] = g[i] + u[i];
       check_close(ab.read<float>(g.size()), ra, 0, 0, "add C=" + std::to_string(C));
     }
 

@@ -33,6 +33,8 @@ struct HeadConfig {
   std::vector<float> rope_divisors;
   // Hugging Face's attention_bias (q, k, v and o projections) and mlp_bias (gate, up, down).
   bool attention_bias = false, mlp_bias = false;
+  // hidden_act: the MLP's gate activation ("silu", "gelu", "gelu_pytorch_tanh" / "gelu_new").
+  GluAct hidden_act = GluAct::Silu;
   // EAGLE-3 only.
   bool eagle3 = false;
   int draft_V = 0;   // draft_vocab_size (default vocab_size)

@@ -101,6 +101,10 @@ DeviceWeight stack_weights(std::vector<DeviceWeight> parts);
 
 struct RopeKvFold;  // below
 
+// The gate's activation of a gated MLP, act(gate) · up: SiLU (SwiGLU), GELU through tanh
+// (Hugging Face's gelu_pytorch_tanh / gelu_new), exact GELU through erf (gelu).
+enum class GluAct : uint32_t { Silu = 0, GeluTanh = 1, GeluErf = 2 };
+
 struct MatmulArgs {
   const Buffer* bias = nullptr;  // (N,) added to every row
   bool accumulate = false;       // y += W x (fused residual add)
@@ -110,9 +114,10 @@ struct MatmulArgs {
   const Buffer* norm = nullptr;
   float norm_eps = 0.0f;
   Mat norm_scratch{};
-  // W is F gate rows then F up rows; y(B, F) = silu(gate) · up. Where the kernel cannot pair the
-  // rows (or W is split in chunks), the 2F rows go to glu_scratch and silu_mul follows. No bias.
+  // W is F gate rows then F up rows; y(B, F) = act(gate) · up. Where the kernel cannot pair the
+  // rows (or W is split in chunks), the 2F rows go to glu_scratch and glu_mul follows. No bias.
   bool glu = false;
+  GluAct glu_act = GluAct::Silu;
   Mat glu_scratch{};
   // W is a layer's q|k|v rows: y is the qkv projection, then rope_kv_write(y, *rope_kv) — folded
   // into the matmul's epilogue where the device's kernel can (CPU-like devices, one chunk, heads
@@ -199,8 +204,9 @@ struct RopeKvFold {
 };
 // dst row r = src row (row0 + r), r < rows, `cols` floats.
 void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_t cols, KernelConfig cfg = {});
-// out(T, F) = silu(gate) * up
-void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg = {});
+// out(T, F) = act(gate) * up
+void glu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, GluAct act = GluAct::Silu,
+             KernelConfig cfg = {});
 // out(T, C) = a + b
 void add(Sequence& seq, Mat a, Mat b, Mat out, uint32_t T, uint32_t C, KernelConfig cfg = {});
 // y(T, V) = softmax(x * inv_temp)

@@ -149,9 +149,11 @@ VKSPEC_API vkspec_status vkspec_context_create(vkspec_model* model, const vkspec
     Model& m = *model->m;
     auto inst = std::make_unique<Instance>(m);  // its own KV caches and scratch over the shared weights
     const VolkDeviceTable& vk = m.rt->ctx->vk();
-    VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+    VkSemaphoreTypeCreateInfo ti{};
+    ti.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO;
     ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    VkSemaphoreCreateInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    VkSemaphoreCreateInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO;
     si.pNext = &ti;
     VkSemaphore sem = VK_NULL_HANDLE;
     VKSPEC_VK(vk.vkCreateSemaphore(m.rt->ctx->device(), &si, nullptr, &sem));
@@ -173,7 +175,8 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
       c->engine.reset();  // waits for its own work in flight
       // The fence says the batch is done; the semaphore's signal is part of it, waited for too.
       const Context& ctx = *m->rt->ctx;
-      VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+      VkSemaphoreWaitInfo wi{};
+      wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
       wi.semaphoreCount = 1;
       wi.pSemaphores = &c->timeline;
       wi.pValues = &c->timeline_value;

@@ -39,13 +39,13 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
     attention(seq, at);
     matmul(seq, *w.wo, m.att, m.x, N, acc);
   }
-  MatmulArgs ga;  // ffn_norm and silu(gate) · up folded into the gate|up matmul
-  ga.norm = w.ffn_norm, ga.norm_eps = s.rms_eps, ga.norm_scratch = m.xn;
+  MatmulArgs ga;  // ffn_norm and act(gate) · up folded into the gate|up matmul
+  ga.norm = w.ffn_norm, ga.norm_eps = s.rms_eps, ga.norm_scratch = m.xn, ga.glu_act = s.act;
   if (w.gu_bias) {
     ga.bias = w.gu_bias;
     matmul(seq, *w.wgu, m.x, m.gu, N, ga);
     const uint32_t F = w.wgu->N / 2;
-    silu_mul(seq, m.gu, m.gu.col(F), m.act, N, F);
+    glu_mul(seq, m.gu, m.gu.col(F), m.act, N, F, s.act);
   } else {
     ga.glu = true, ga.glu_scratch = m.gu;
     matmul(seq, *w.wgu, m.x, m.act, N, ga);

@@ -31,6 +31,7 @@ struct DecoderLayerShape {
   float rms_eps = 0.0f;
   RopeArgs rope;  // the verifier's from its file; a head's is HF rotate_half
   uint32_t window = 0;  // sliding-window attention (AttentionArgs::window); 0 = every key
+  GluAct act = GluAct::Silu;  // the MLP's gate activation (a head's hidden_act)
 };
 
 // Rows 0..N-1 of each.
@@ -62,11 +63,11 @@ struct DecoderLayerPass {
 
 // [rmsnorm →] qkv matmul (+bias) → [q/k head norm] → rope on q and k, and the k, v rows into the
 // cache, in one pass → tree/causal attention → o matmul accumulating into x → rmsnorm → gate|up
-// matmul → silu·mul → down matmul accumulating into x. 5 dispatches whatever N where the matmul
+// matmul → act(gate)·up → down matmul accumulating into x. 5 dispatches whatever N where the matmul
 // kernel folds the norms, the GLU and RoPE with the K/V store (+2 with Qwen3's q/k norm, which
 // needs its own pass and a rope_kv_write), 4 where attention also carries the o matmul
-// (attention_folds_o); a separate rmsnorm / silu_mul / rope_kv_write each otherwise. An o bias
-// keeps the o matmul on its own, a gate|up bias the silu_mul (the kernels fold neither).
+// (attention_folds_o); a separate rmsnorm / glu_mul / rope_kv_write each otherwise. An o bias
+// keeps the o matmul on its own, a gate|up bias the glu_mul (the kernels fold neither).
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
 

@@ -210,9 +210,21 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
     throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
                 ", found " + hd->dump());
   if (const nlohmann::json* rs = r.find("rope_scaling"); rs && !rs->is_null()) read_head_rope_scaling(*rs, path, c);
-  // One SwiGLU decoder layer is what a head computes; a config that says otherwise is another head.
-  if (const nlohmann::json* a = r.find("hidden_act"); a && !(a->is_string() && a->get<std::string>() == "silu"))
-    throw Error(r.where("hidden_act") + ": " + a->dump() + " is not implemented (draft heads compute silu)");
+  // One gated-MLP decoder layer is what a head computes; its gate's activation as Hugging Face's
+  // ACT2FN names it (gelu_new is the same tanh formula as gelu_pytorch_tanh). Another is refused.
+  if (const nlohmann::json* a = r.find("hidden_act"); a && !a->is_null()) {
+    static constexpr std::pair<const char*, GluAct> kActs[] = {{"silu", GluAct::Silu},
+                                                               {"swish", GluAct::Silu},
+                                                               {"gelu", GluAct::GeluErf},
+                                                               {"gelu_pytorch_tanh", GluAct::GeluTanh},
+                                                               {"gelu_new", GluAct::GeluTanh}};
+    bool known = false;
+    for (const auto& [name, act] : kActs)
+      if (a->is_string() && a->get<std::string>() == name) c.hidden_act = act, known = true;
+    if (!known)
+      throw Error(r.where("hidden_act") + ": " + a->dump() +
+                  " is not implemented (draft heads compute silu, swish, gelu, gelu_pytorch_tanh, gelu_new)");
+  }
   if (const nlohmann::json* n = r.find("num_hidden_layers"); n && r.integer("num_hidden_layers", *n) != 1)
     throw Error(r.where("num_hidden_layers") + ": " + n->dump() + " layers; a draft head is one decoder layer");
   for (auto [k, flag] : {std::pair{"attention_bias", &c.attention_bias}, std::pair{"mlp_bias", &c.mlp_bias}})
@@ -325,7 +337,11 @@ HeadPaths head_paths(const std::string& path) {
 }
 
 namespace {
-DecoderLayerShape heads_of(const HeadConfig& c) { return {.H = uint32_t(c.H), .Hkv = uint32_t(c.Hkv), .D = uint32_t(c.D)}; }
+DecoderLayerShape heads_of(const HeadConfig& c) {
+  DecoderLayerShape s;
+  s.H = uint32_t(c.H), s.Hkv = uint32_t(c.Hkv), s.D = uint32_t(c.D);
+  return s;
+}
 }  // namespace
 
 StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
@@ -518,7 +534,7 @@ uint64_t EagleHead::scratch_bytes() const {
 
 // The decoder layer both kinds share (decoder_layer.hpp): attention over `attn_in` (x itself for
 // EAGLE-1/2, which has no input norm; the 2C-wide normalized concat for EAGLE-3), residual x,
-// then the SwiGLU MLP (post_attention_layernorm is its ffn norm); projection biases where the
+// then the gated MLP (post_attention_layernorm is its ffn norm; hidden_act's gate); projection biases where the
 // config asks for them, no q/k norm, HF's rotate_half RoPE, the head's own cache.
 void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
   const EagleHeadWeights& w = *w_;
@@ -540,7 +556,8 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
        .Hkv = Hkv,
        .D = D,
        .rms_eps = cfg.rms_eps,
-       .rope = {cfg.rope_theta, RopeMode::Halves, cfg.rope_freq_scale, w.rope_divisors_.size() ? &w.rope_divisors_ : nullptr}},
+       .rope = {cfg.rope_theta, RopeMode::Halves, cfg.rope_freq_scale, w.rope_divisors_.size() ? &w.rope_divisors_ : nullptr},
+       .act = cfg.hidden_act},
       {.in = attn_in,
        .x = {&x_, 0, pad4(C)},
        .xn = {&xn_, 0, pad4(C)},

@@ -180,7 +180,11 @@ void check_device_fits(const Context& ctx, const LlamaConfig& cfg, const ModelOp
 }  // namespace
 
 namespace {
-DecoderLayerShape heads_of(const LlamaConfig& c) { return {.H = uint32_t(c.H), .Hkv = uint32_t(c.Hkv), .D = uint32_t(c.D)}; }
+DecoderLayerShape heads_of(const LlamaConfig& c) {
+  DecoderLayerShape s;
+  s.H = uint32_t(c.H), s.Hkv = uint32_t(c.Hkv), s.D = uint32_t(c.D);
+  return s;
+}
 }  // namespace
 
 StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts) {

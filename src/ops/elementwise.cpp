@@ -1,4 +1,4 @@
-// rmsnorm, rope, silu_mul, add: per-row or per-element kernels with a workgroup-size constant.
+// rmsnorm, rope, glu_mul, add: per-row or per-element kernels with a workgroup-size constant.
 #include <cassert>
 
 #include "ops/common.hpp"
@@ -134,12 +134,17 @@ void copy_rows(Sequence& seq, Mat src, Dyn row0, Mat dst, uint32_t rows, uint32_
   seq.dispatch(p, {src.in(), dst.out(), row0.binding(*src.buf)}, push, groups(cols, wg_of(p)), rows, 1, "copy_rows");
 }
 
-void silu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, KernelConfig cfg) {
+void glu_mul(Sequence& seq, Mat gate, Mat up, Mat out, uint32_t T, uint32_t F, GluAct act, KernelConfig cfg) {
   struct Push {
     uint32_t T, F, g_offset, g_stride, u_offset, u_stride, o_offset, o_stride;
   } push{T, F, gate.offset, gate.stride, up.offset, up.stride, out.offset, out.stride};
-  const Pipeline& p = simple_pipeline(seq.context(), "silu_mul", 3, sizeof(Push), cfg);
-  seq.dispatch(p, {gate.in(), up.in(), out.out()}, push, groups(uint64_t(T) * F, wg_of(p)), 1, 1, "silu_mul");
+  struct Spec {
+    uint32_t wg, act;  // glu_mul.comp's constants 0, 1
+  } spec{pick_workgroup(seq.context(), cfg, 64), uint32_t(act)};
+  const Pipeline& p = seq.context().pipelines().get(make_pipeline_desc(
+      "glu_mul", std::vector<VkDescriptorType>(3, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER), sizeof(Push), spec,
+      cfg.required_subgroup_size));
+  seq.dispatch(p, {gate.in(), up.in(), out.out()}, push, groups(uint64_t(T) * F, wg_of(p)), 1, 1, "glu_mul");
 }
 
 void add(Sequence& seq, Mat a, Mat b, Mat out, uint32_t T, uint32_t C, KernelConfig cfg) {

@@ -108,8 +108,9 @@ struct MatmulLanesSpec {
   uint32_t wg, r, bt;
   uint32_t norm, glu;  // bools as 32-bit
   uint32_t xs, xt;     // x shared by subgroup shuffles: the subgroup size (0: off), texels per lane
+  uint32_t act;        // GluAct, with glu (0 otherwise, so one pipeline serves every plain matmul)
 };
-static_assert(sizeof(MatmulLanesSpec) == 28);
+static_assert(sizeof(MatmulLanesSpec) == 32);
 
 struct MatmulLanesPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -120,9 +121,9 @@ static_assert(sizeof(MatmulLanesPush) == 44);
 // matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
-  uint32_t kv_f16;  // 7: KV_F16
+  uint32_t kv_f16;  // 8: KV_F16
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 32);
+static_assert(sizeof(MatmulLanesRopeSpec) == 36);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
   uint32_t n_rot, mode;
@@ -315,14 +316,15 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     rest.glu = false;
     matmul(seq, W, x, args.glu_scratch, B, rest);
     const uint32_t F = W.N / 2;
-    return silu_mul(seq, args.glu_scratch, args.glu_scratch.col(F), y, B, F);
+    return glu_mul(seq, args.glu_scratch, args.glu_scratch.col(F), y, B, F, args.glu_act);
   }
   const Buffer& bias = args.bias ? *args.bias : W.chunks[0].scales;  // dummy binding when unused
   if (v == 3) {
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B), fold_norm, fold_glu, 0, 1};
+                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B), fold_norm, fold_glu, 0, 1,
+                         fold_glu ? uint32_t(args.glu_act) : 0u};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();

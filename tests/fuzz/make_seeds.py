@@ -270,6 +270,11 @@ def main():
     put(out, "fuzz_head_config", "rope-linear.json",
         json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
                     "vocab_size": 256, "rope_scaling": {"type": "linear", "factor": 2.0}}).encode())
+    # a GELU head with both bias switches
+    put(out, "fuzz_head_config", "gelu-bias.json",
+        json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
+                    "vocab_size": 256, "hidden_act": "gelu_pytorch_tanh", "attention_bias": True,
+                    "mlp_bias": False}).encode())
 
 
 if __name__ == "__main__":

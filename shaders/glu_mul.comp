@@ -1,7 +1,9 @@
 #version 450
-// out(T, F) = silu(gate(T, F)) * up(T, F)   (SwiGLU)
+// out(T, F) = act(gate(T, F)) * up(T, F): SwiGLU, or GeGLU with ACT (act.glsl)
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint ACT = 0;
+#include "act.glsl"
 layout(set = 0, binding = 0, std430) readonly buffer G { float g[]; };
 layout(set = 0, binding = 1, std430) readonly buffer U { float u[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer O { float o[]; };
@@ -10,6 +12,5 @@ void main() {
   const uint idx = gl_GlobalInvocationID.x;
   if (idx >= pc.T * pc.F) return;
   const uint t = idx / pc.F, f = idx % pc.F;
-  const float a = g[pc.g_offset + t * pc.g_stride + f];
-  o[pc.o_offset + t * pc.o_stride + f] = a / (1.0 + exp(-a)) * u[pc.u_offset + t * pc.u_stride + f];
+  o[pc.o_offset + t * pc.o_stride + f] = glu_act(g[pc.g_offset + t * pc.g_stride + f]) * u[pc.u_offset + t * pc.u_stride + f];
 }
