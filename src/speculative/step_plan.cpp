@@ -15,8 +15,7 @@ void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accep
 
 StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
                    const PlanShape& shape, StepBuffers& buffers)
-    : ctx_(ctx),
-      verifier_(verifier),
+    : verifier_(verifier),
       drafters_(std::move(drafters)),
       combiner_(combiner),
       shape_(shape),

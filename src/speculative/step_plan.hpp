@@ -47,7 +47,6 @@ class StepPlan {
   void record_ar();
   void record_tree();
 
-  Context& ctx_;
   Verifier& verifier_;
   std::vector<Drafter*> drafters_;
   const Combiner* combiner_;
