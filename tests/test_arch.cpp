@@ -184,30 +184,21 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                  {"qwen2.rope.scaling.factor", "YaRN", "below 1"});
   expect_refused(with("qwen2", [](GgufWriter& w) { w.add_f32("qwen2.rope.scaling.yarn_beta_fast", 16.0f); }),
                  {"qwen2.rope.scaling.yarn_beta_fast", "16 is not implemented", "with 32"});
-  expect_refused(with("qwen2",
-                      [](GgufWriter& w) {
-                        w.add_string("qwen2.rope.scaling.type", "yarn");
-                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
-                        w.add_f32("qwen2.rope.scaling.yarn_beta_slow", 2.0f);
-                      }),
-                 {"qwen2.rope.scaling.yarn_beta_slow", "2 is not implemented", "YaRN with 1"});
-  expect_refused(with("qwen2",
-                      [](GgufWriter& w) {
-                        w.add_string("qwen2.rope.scaling.type", "yarn");
-                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
-                        w.add_f32("qwen2.rope.scaling.yarn_attn_factor", 0.5f);
-                      }),
-                 {"qwen2.rope.scaling.yarn_attn_factor", "0.5 is not implemented"});
+  // A YaRN file (qwen2, factor 4) with one of YaRN's own keys at another value than computed.
+  auto yarn_with = [&](const std::string& key, float v) {
+    return with("qwen2", [&](GgufWriter& w) {
+      w.add_string("qwen2.rope.scaling.type", "yarn");
+      w.add_f32("qwen2.rope.scaling.factor", 4.0f);
+      w.add_f32("qwen2.rope.scaling." + key, v);
+    });
+  };
+  expect_refused(yarn_with("yarn_beta_slow", 2.0f), {"qwen2.rope.scaling.yarn_beta_slow", "2 is not implemented", "YaRN with 1"});
+  expect_refused(yarn_with("yarn_attn_factor", 0.5f), {"qwen2.rope.scaling.yarn_attn_factor", "0.5 is not implemented"});
+  expect_refused(yarn_with("yarn_beta_fast", NAN), {"qwen2.rope.scaling.yarn_beta_fast", "nan is not implemented"});
   // The ramp's weight: 1 only under YaRN; on linear scaling it would turn the ramp on.
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_ext_factor", 1.0f); }),
                  {"llama.rope.scaling.yarn_ext_factor", "'linear' scaling with 0"});
-  expect_refused(with("qwen2",
-                      [](GgufWriter& w) {
-                        w.add_string("qwen2.rope.scaling.type", "yarn");
-                        w.add_f32("qwen2.rope.scaling.factor", 4.0f);
-                        w.add_f32("qwen2.rope.scaling.yarn_ext_factor", 0.0f);
-                      }),
-                 {"qwen2.rope.scaling.yarn_ext_factor", "0 is not implemented"});
+  expect_refused(yarn_with("yarn_ext_factor", 0.0f), {"qwen2.rope.scaling.yarn_ext_factor", "0 is not implemented"});
   expect_refused(with("qwen2", [](GgufWriter& w) { w.add_string("qwen2.rope.scaling.yarn_beta_fast", "32"); }),
                  {"qwen2.rope.scaling.yarn_beta_fast"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f); }),

@@ -121,12 +121,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   m->eos = token_id_key(f, "tokenizer.ggml.eos_token_id", n);
   m->unk = token_id_key(f, "tokenizer.ggml.unknown_token_id", n);
   (void)token_id_key(f, "tokenizer.ggml.padding_token_id", n);
-  // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level BPE neither.
+  // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level BPE neither
+  // (but the Llama 3 family adds BOS, below). The file's keys decide where present.
   m->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", m->kind == Kind::Spm);
   m->add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
   m->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", m->kind == Kind::Spm);
-  if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
-  if (m->add_eos && m->eos < 0) f.fail("'tokenizer.ggml.add_eos_token' is true but there is no eos_token_id");
 
   m->byte_token.fill(Impl::kNone);
   if (m->kind == Kind::Spm) {
@@ -169,8 +168,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
       // As llama.cpp does for the Llama 3 family: a piece that is already a token is not split,
       // and BOS is added unless the file says otherwise.
       m->ignore_merges = true;
-      m->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);
-      if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
+      if (!f.has("tokenizer.ggml.add_bos_token")) m->add_bos = true;
     }
     for (int b = 0; b < 256; ++b) {
       std::string s;
@@ -196,6 +194,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
       m->merges.emplace((uint64_t(ia) << 32) | ib, Impl::Merge{uint32_t(r), ir});  // first (best) rank wins
     }
   }
+  if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
+  if (m->add_eos && m->eos < 0) f.fail("'tokenizer.ggml.add_eos_token' is true but there is no eos_token_id");
 
   for (size_t i = 0; i < n; ++i) {
     if (m->tokens[i].empty()) continue;
