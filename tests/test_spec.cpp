@@ -39,6 +39,57 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar when heads agree o
   check_lossless(ctx, *rig.model, rig.head1.get(), rig.head2.get(), "oracle", 2.0, 4, 3, 6);
 }
 
+TEST_CASE("drafted_depth: no level deeper than the verified tree can hold is drafted") {
+  CHECK(drafted_depth(Strategy::AR, 5, 8) == 0);
+  for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge}) {
+    CHECK(drafted_depth(s, 5, 4) == 4);  // B candidates hold a chain of at most B
+    CHECK(drafted_depth(s, 5, 8) == 5);
+    CHECK(drafted_depth(s, 3, 3) == 3);
+    CHECK(drafted_depth(s, 9, 1) == 1);
+  }
+  CHECK(drafted_depth(Strategy::MergeTrie, 9, 4) == 8);  // 2B kept nodes
+  CHECK(drafted_depth(Strategy::MergeTrie, 5, 2) == 4);
+  CHECK(drafted_depth(Strategy::MergeTrie, 5, 4) == 5);
+  CHECK(drafted_depth(Strategy::Single1, 63, 0xffffffffu) == 63);  // no wrap
+  CHECK(drafted_depth(Strategy::MergeTrie, 63, 0x80000000u) == 63);
+}
+
+TEST_CASE_FIXTURE(VkTest, "drafted depth: --depth past what the budget can verify runs as the depth that can, token for token") {
+  // Oracle-like heads accept long paths, so full-length chains are verified: depth 8 at budget 3
+  // must give exactly depth 3's steps (6 for merge-trie), with fewer dispatches than a depth that is
+  // drafted in full would need.
+  Rig rig(ctx, "spec_oracle", 0.05f, 2, 2, 0.25f, 0.5f);
+  const std::vector<std::vector<uint32_t>> ps = random_prompts(4, uint32_t(rig.model->config().V));
+  EngineOptions ao;
+  Engine ar(ctx, *rig.model, nullptr, nullptr, ao);
+  for (Strategy s : {Strategy::Single1, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    CAPTURE(strategy_name(s));
+    EngineOptions deep, fit;
+    deep.strategy = fit.strategy = s;
+    deep.topk = fit.topk = 2, deep.budget = fit.budget = 3;
+    deep.depth = 8;
+    fit.depth = s == Strategy::MergeTrie ? 6 : 3;
+    Engine a(ctx, *rig.model, rig.head1.get(), rig.head2.get(), deep), b(ctx, *rig.model, rig.head1.get(), rig.head2.get(), fit);
+    CHECK(a.dispatches_per_step() == b.dispatches_per_step());
+    uint32_t full = 0;  // steps that accepted a chain as deep as the budget allows
+    for (const auto& p : ps) {
+      const GenerateStats x = a.generate(p, 48), y = b.generate(p, 48);
+      CHECK(x.tokens == ar.generate(p, 48).tokens);
+      CHECK(x.tokens == y.tokens);
+      CHECK(x.accept_hist == y.accept_hist);
+      REQUIRE(x.accept_hist.size() == fit.depth + 2);
+      full += x.accept_hist[std::min<uint32_t>(fit.depth, s == Strategy::MergeTrie ? 6 : 3)];
+    }
+    if (s != Strategy::MergeTrie) CHECK(full > 0);  // the deepest drafted level was used
+  }
+  EngineOptions deeper;  // a depth that is drafted in full costs more dispatches
+  deeper.strategy = Strategy::Single1, deeper.topk = 2, deeper.budget = 8, deeper.depth = 8;
+  EngineOptions capped = deeper;
+  capped.budget = 3;
+  Engine c(ctx, *rig.model, rig.head1.get(), nullptr, deeper), d(ctx, *rig.model, rig.head1.get(), nullptr, capped);
+  CHECK(d.dispatches_per_step() < c.dispatches_per_step());
+}
+
 TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar under a sliding window far shorter than the text") {
   // A window of 6 positions: tree rows drop committed keys and, deeper than 6, their own oldest
   // ancestors; accepted paths are committed and later rows see them slide out.

@@ -51,6 +51,11 @@ uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K²
 uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
 uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
 uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none
+// The depth a head actually drafts: a node at depth d needs its d - 1 ancestors in the verified
+// tree (a child never outscores its parent, and ties rank the parent first), so a tree of B
+// candidates per head (single, route, merge) holds no node deeper than B, and merge-trie's 2B
+// kept nodes none deeper than 2B. Levels below that are never verified: they are not drafted.
+uint32_t drafted_depth(Strategy s, uint32_t depth, uint32_t budget);
 // The draft options every strategy shares (top-k, depth, per-head budget against the kernels'
 // limits and the vocabulary); throws naming the option and its range. Callers that size buffers
 // from these options (rows per pass) check them first; Engine checks them again with the
@@ -116,7 +121,7 @@ class Engine {
  private:
   struct Parts;
   uint32_t verify_nodes() const;
-  uint32_t draft_depth() const { return opts_.strategy == Strategy::AR ? 0 : opts_.depth; }  // ar drafts nothing
+  uint32_t draft_depth() const { return drafted_depth(opts_.strategy, opts_.depth, opts_.budget); }  // ar: 0
   void check_tree_options(const EagleHead* h1, const EagleHead* h2) const;
   bool sampling() const { return opts_.sampling.active() || opts_.force_sampling_path; }
   void record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt);

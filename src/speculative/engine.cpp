@@ -115,7 +115,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   p.combiner = std::move(combiner);
   std::vector<Drafter*> drafters;
   for (size_t i = 0; i < heads.size(); ++i) {
-    DraftShape ds{opts.topk, opts.depth, opts.budget, uint32_t(i + 1)};
+    DraftShape ds{opts.topk, draft_depth(), opts.budget, uint32_t(i + 1)};
     if (s == Strategy::Single2) ds.head_id = 2;
     p.drafter_store.push_back(make_eagle_drafter(ctx, *heads[i], *p.verifier, ds));
     drafters.push_back(p.drafter_store.back().get());
@@ -130,7 +130,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     p.root_tree.head.upload(std::vector<uint32_t>{0});
   }
   p.pair = opts.pair_heads && heads.size() == 2 && heads[0] != heads[1];
-  PlanShape shape{opts.topk, opts.depth, opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair};
+  PlanShape shape{opts.topk, draft_depth(), opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair};
   p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
   p.run = std::make_unique<Parts::Run>();
 }

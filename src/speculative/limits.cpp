@@ -49,6 +49,12 @@ uint32_t max_draft_budget(Strategy s, uint32_t K, uint32_t D) {
   return uint32_t(std::min<uint64_t>(pool - 1, (kTreeMaxNodes - 1) / heads));
 }
 
+uint32_t drafted_depth(Strategy s, uint32_t D, uint32_t B) {
+  if (s == Strategy::AR) return 0;
+  const uint64_t deepest = s == Strategy::MergeTrie ? 2 * uint64_t(B) : B;
+  return uint32_t(std::min<uint64_t>(D, std::max<uint64_t>(deepest, 1)));
+}
+
 // Every limit a tree option meets, in the order a user fixes them: top-k, depth, their product
 // (the candidate pool), then the budget. Ranges are derived from vkspec/tree_limits.h, the
 // numbers the kernels size their shared arrays with, and compared without wrapping.
