@@ -774,6 +774,10 @@ TEST_CASE_FIXTURE(VkTest, "attention folds W_o only for small texel weights of t
   wide.H = 16, wide.Hkv = 16, wide.D = 64;  // W_o 1024 x 1024: more than one workgroup should walk
   const auto big = make_weight(WeightType::F16, 1024, 1024, 3);
   CHECK_FALSE(attention_folds_o(ctx, wide, upload_weight(ctx, WeightType::F16, 1024, 1024, big.data()), 512));
+  AttentionArgs mid = a;
+  mid.H = 8, mid.Hkv = 8, mid.D = 64;  // W_o 512 x 512: a verify pass would read it once per row
+  const auto w512 = make_weight(WeightType::F16, 512, 512, 5);
+  CHECK_FALSE(attention_folds_o(ctx, mid, upload_weight(ctx, WeightType::F16, 512, 512, w512.data()), 512));
   AttentionArgs mism = a;
   mism.D = 32;  // W_o's K is not H·D
   CHECK_FALSE(attention_folds_o(ctx, mism, small, 512));

@@ -61,8 +61,12 @@ static_assert(sizeof(AttentionOPush) == 72);
 // 288x288 f16, 6 heads of 48 in 3 groups, 200 keys): one row single-threaded, attention 40-45 us,
 // with the fold 85 us, attention then the matmul 112-116 us; 10 rows on 2 threads, 396 us folded
 // against 335-411 us apart. The fold's projection runs at ~2 GFLOP/s a thread, so it pays while
-// a row's W_o costs less than a dispatch (50-100 us): up to a few hundred thousand weights.
-constexpr uint64_t kFoldOMaxWeights = 1u << 19;
+// a row's W_o costs less than a dispatch (50-100 us) — and a verify pass pays it once per row
+// where the matmul reads W_o once per tile. At 512x512 (the benchmark suite's tiny-512x8 f16,
+// 8 heads of 64, 128 keys, 2 threads) the fold kept one-token decoding where it was (65-76
+// tokens/s either way) but made a 16-row forward 53-55 ms against 44 ms apart, c(16) 3.45-3.81
+// against 2.76-3.02; so W_o folds up to 2^17 weights (the demo's 192x192 and 288x288 do).
+constexpr uint64_t kFoldOMaxWeights = 1u << 17;
 
 // Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
 // the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
