@@ -159,6 +159,7 @@ static int run_bench(const std::vector<std::string>& argv) {
     nlohmann::json r = {{"strategy", strategy_name(c.strat)},
                         {"budget", is_ar ? 0 : c.B},
                         {"topk", is_ar ? 0 : c.K},
+                        {"drafted_depth", drafted_depth(c.strat, s.engine.depth, c.B)},
                         {"nodes_per_step", is_ar ? 1 : c.nodes},
                         {"tau", tau},
                         {"tokens_per_s", tps},

@@ -35,6 +35,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
   if (s.engine.strategy != Strategy::AR) {
     j["budget"] = s.engine.budget;
     j["depth"] = s.engine.depth;
+    j["drafted_depth"] = drafted_depth(s.engine.strategy, s.engine.depth, s.engine.budget);  // at most B (2B merge-trie)
     j["topk"] = s.engine.topk;
     const double n = st.steps ? double(st.steps) : 1.0;
     j[s.engine.strategy == Strategy::Route ? "route_wins" : "accepted_path_head"] = {
