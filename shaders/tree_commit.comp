@@ -6,7 +6,10 @@
 // Rows are moved as u32 words, so an f32 and an f16 cache (pairs packed in words) are alike.
 // Workgroup row y moves stream y of the buffer — stream s is the row_words-wide rows from word
 // s * stream_words on (every layer's K and V of a model in one buffer: one dispatch for all).
-// With `cols` > 0 the rows after the streams also gather the accepted rows' features.
+// With `cols` > 0 the rows after the streams also gather the accepted rows' features, and with
+// `norm` RMS-normalize them on the way (rmsnorm.comp's arithmetic in the same order, so the same
+// bits at the same workgroup size): a verifier whose LM head folds the final norm then writes no
+// normalized hidden rows of its own, one dispatch fewer a step.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"
@@ -19,15 +22,31 @@ layout(set = 0, binding = 2, std430) buffer Cache { uint cache[]; };
 // The folded gather_rows (tree_gather.comp): workgroup rows past the streams, one per possible e.
 layout(set = 0, binding = 4, std430) readonly buffer Src { float src[]; };
 layout(set = 0, binding = 5, std430) writeonly buffer Dst { float dst[]; };
+layout(set = 0, binding = 6, std430) readonly buffer NormW { float norm_w[]; };  // with `norm`: (cols)
 layout(push_constant) uniform Push {
   uint t, row_words, t_slot, stream_words;
   uint streams, cols, s_offset, s_stride, d_offset, d_stride;
+  uint norm;
+  float eps;
 } pc;
+#include "reduce.glsl"
 void main() {
   const uint c = gl_GlobalInvocationID.x;
   if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
     const uint e = gl_WorkGroupID.y - pc.streams;
-    if (c < pc.cols && e <= info[kInfoAccepted]) dst[pc.d_offset + e * pc.d_stride + c] = src[pc.s_offset + accepted[e] * pc.s_stride + c];
+    // Both conditions are the workgroup's own, so the reduction's barriers are uniform.
+    if (e > info[kInfoAccepted]) return;
+    const uint so = pc.s_offset + accepted[e] * pc.s_stride, d = pc.d_offset + e * pc.d_stride;
+    if (pc.norm == 0) {
+      if (c < pc.cols) dst[d + c] = src[so + c];
+      return;
+    }
+    if (gl_WorkGroupID.x != 0) return;  // the first workgroup of the row walks all of it
+    const uint lid = gl_LocalInvocationID.x;
+    float ss = 0.0;
+    for (uint i = lid; i < pc.cols; i += WG) ss += src[so + i] * src[so + i];
+    const float scale = inversesqrt(wg_sum(ss) / float(pc.cols) + pc.eps);
+    for (uint i = lid; i < pc.cols; i += WG) dst[d + i] = src[so + i] * scale * norm_w[i];
     return;
   }
   if (c >= pc.row_words) return;

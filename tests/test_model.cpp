@@ -204,3 +204,47 @@ TEST_CASE_FIXTURE(VkTest, "context: the default is the model's whole context; a 
   CpuReference ref(g, ctx_len);
   CHECK(ref.greedy(prompt, 4) == std::vector<uint32_t>(st.tokens.begin(), st.tokens.begin() + 4));
 }
+
+TEST_CASE_FIXTURE(VkTest, "a tree pass that defers the final norm: commit's gather yields hidden()'s rows bit for bit") {
+  // The step's verify leaves the hidden rows un-normalized where the LM head folds the norm, and
+  // commit_rows normalizes the accepted ones as it gathers them (Verifier::feature_gather).
+  LlamaConfig cfg;
+  cfg.C = 52, cfg.H = 4, cfg.Hkv = 2, cfg.D = 12, cfg.F = 72, cfg.V = 83, cfg.L = 2, cfg.ctx = 64;
+  TempFile f("deferred_norm.gguf");
+  write_random_llama(f.path, cfg, 77, GgmlType::F16);
+  GgufFile g = GgufFile::open(f.path);
+  for (auto wp : {WeightPath::Storage, WeightPath::Texel}) {
+    ModelOptions mo;
+    mo.context = 64, mo.max_rows = 16, mo.weight_path = wp;
+    LlamaModel m(ctx, g, mo);
+    const uint32_t N = 7, C = uint32_t(cfg.C);
+    std::vector<uint32_t> tokens;
+    for (uint32_t i = 0; i < N; ++i) tokens.push_back((i * 29 + 3) % uint32_t(cfg.V));
+    Buffer tb(ctx, N * 4);
+    tb.upload(tokens);
+    // The accepted path: rows 0, 2, 3, 6 of the pass.
+    const std::vector<uint32_t> path{0, 2, 3, 6};
+    DeviceTree tree(ctx, N, 8);
+    std::vector<uint32_t> info(16, 0);
+    info[kInfoAccepted] = uint32_t(path.size()) - 1;
+    tree.info.upload(info);
+    Buffer acc(ctx, 64 * 4), dst(ctx, size_t(N) * pad4(C) * 4);
+    acc.upload(path);
+    std::vector<float> want, got;
+    for (bool defer : {false, true}) {
+      Sequence seq(ctx);
+      seq.begin();
+      LlamaModel::ForwardArgs a;
+      a.N = N, a.t = 0, a.tokens = &tb, a.defer_hidden_norm = defer;
+      m.forward(seq, a);
+      const Mat d{&dst, 0, pad4(C)};
+      const RowGather rg = defer ? m.feature_gather(ctx, d) : RowGather{m.hidden(), d, C};
+      CHECK((rg.norm != nullptr) == (defer && m.hidden_deferred(ctx)));
+      commit_rows(seq, tree, acc, 8, m.kv_buffers()[0], m.kv_row_words(), 1, 0, &rg);
+      seq.run();
+      (defer ? got : want) = dst.read<float>(path.size() * pad4(C));
+    }
+    INFO("weight path " << int(wp));
+    CHECK(got == want);
+  }
+}

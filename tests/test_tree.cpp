@@ -462,15 +462,24 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows and gather_rows equal the CPU moves
         std::vector<float> dst0(size_t(64) * d_stride + 2, -7.0f);
         fd.upload(dst0);
 
-        // The two moves apart, or the gather folded into the commit's dispatch (alternating).
-        const bool folded = seed % 2 == 0;
-        CAPTURE(folded);
+        // The two moves apart, or the gather folded into the commit's dispatch, or folded and
+        // RMS-normalizing the rows it gathers (in turn).
+        const uint32_t mode = seed % 3;
+        const bool folded = mode != 1, norm = mode == 2;
+        CAPTURE(mode);
+        const float eps = 1e-5f;
+        auto gamma = random_floats(cols, seed + 2);
+        Buffer gb(ctx, cols * 4), normed(ctx, size_t(N) * s_stride * 4 + 28);
+        gb.upload(gamma);
         Sequence seq(ctx);
         seq.begin();
-        const RowGather g{Mat{&fs, 7, s_stride}, Mat{&fd, 2, d_stride}, cols};
+        RowGather g{Mat{&fs, 7, s_stride}, Mat{&fd, 2, d_stride}, cols};
+        if (norm) g.norm = &gb, g.eps = eps;
         commit_rows(seq, d, acc, t, cb, row_floats, streams, stream_words, folded ? &g : nullptr, wg_cfg(wg));
         if (!folded) gather_rows(seq, d, acc, g.src, g.dst, cols, wg_cfg(wg));
         CHECK(seq.dispatch_count() == (folded ? 1u : 2u));
+        // What the gather must equal bit for bit: rmsnorm over every source row.
+        if (norm) rmsnorm(seq, g.src, gb, Mat{&normed, 7, s_stride}, N, cols, eps, wg_cfg(wg));
         seq.run();
 
         auto ref = cache;  // read all, then write
@@ -485,8 +494,17 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows and gather_rows equal the CPU moves
         CHECK(cb.read<float>(cache.size()) == ref);
 
         auto dref = dst0;
-        for (uint32_t e = 0; e <= a; ++e)
-          for (uint32_t c = 0; c < cols; ++c) dref[2 + e * d_stride + c] = feat[7 + path[e] * s_stride + c];
+        const auto nrows = norm ? normed.read<float>(size_t(N) * s_stride + 7) : std::vector<float>{};
+        for (uint32_t e = 0; e <= a; ++e) {
+          double ss = 0.0;
+          for (uint32_t c = 0; c < cols; ++c) ss += double(feat[7 + path[e] * s_stride + c]) * feat[7 + path[e] * s_stride + c];
+          const double scale = 1.0 / std::sqrt(ss / cols + eps);
+          for (uint32_t c = 0; c < cols; ++c) {
+            const size_t i = 7 + path[e] * s_stride + c;
+            dref[2 + e * d_stride + c] = norm ? nrows[i] : feat[i];
+            if (norm) CHECK(std::abs(nrows[i] - feat[i] * scale * gamma[c]) <= 1e-5 * (1.0 + std::abs(feat[i] * scale * gamma[c])));
+          }
+        }
         CHECK(fd.read<float>(dst0.size()) == dref);
 
       }

@@ -13,6 +13,7 @@
 #include "vkspec/gguf.hpp"
 #include "vkspec/model_config.hpp"
 #include "vkspec/ops.hpp"
+#include "vkspec/tree.hpp"
 
 namespace vkspec {
 
@@ -132,6 +133,10 @@ class LlamaModel {
     // final norm into the LM head's matmul, that norm costs no dispatch of its own. The logits
     // are the same bits either way: they always come from the folded norm there.
     bool hidden = true;
+    // With `hidden` too, where the LM head folds the final norm (hidden_deferred()): hidden() is
+    // not written, and feature_gather() normalizes the rows a commit gathers from the residual
+    // stream instead, so the norm costs no dispatch of its own.
+    bool defer_hidden_norm = false;
   };
   // Records the forward. Afterwards logits() row r (r >= logits_from) and (with a.hidden) hidden()
   // row r hold the results for row r.
@@ -139,6 +144,11 @@ class LlamaModel {
 
   Mat logits() const { return {&logits_, 0, pad4(config().V)}; }  // (max_rows, V)
   Mat hidden() const { return {&hidden_, 0, pad4(config().C)}; }  // (max_rows, C) after the final norm
+  // Whether a forward with `defer_hidden_norm` leaves hidden() unwritten on this device.
+  bool hidden_deferred(const Context& ctx) const;
+  // The rows of a forward recorded with `defer_hidden_norm`, gathered into dst by commit_rows:
+  // hidden()'s, or where the norm was deferred the residual stream's with the final norm to apply.
+  RowGather feature_gather(const Context& ctx, Mat dst) const;
   // The KV cache: 2L streams (layer l's K is stream 2l, its V 2l + 1) of `capacity` rows of
   // kv_row_floats() values each, in kv_type(). Each buffer holds a run of whole streams (all of
   // them when they fit one binding), the i-th of a buffer from word i * kv_stream_words() on.

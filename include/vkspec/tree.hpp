@@ -145,10 +145,14 @@ void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, Dev
 // Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
 // t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`
 // caches in one buffer, stream s starting at word s * stream_words (every layer's K and V).
-// With `gather`, the same dispatch also does gather_rows' move (below): one dispatch fewer a step.
+// With `gather`, the same dispatch also does gather_rows' move (below): one dispatch fewer a step;
+// with its `norm` weight (cols values) each gathered row is RMS-normalized as rmsnorm() would
+// (the same bits): the rows of a forward whose final norm was left to the gather.
 struct RowGather {
   Mat src, dst;
   uint32_t cols = 0;
+  const Buffer* norm = nullptr;
+  float eps = 0.0f;
 };
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,
                  uint32_t row_words, uint32_t streams = 1, uint32_t stream_words = 0, const RowGather* gather = nullptr,

@@ -392,6 +392,13 @@ KvType parse_kv_type(const std::string& s, const std::string& option) {
 
 const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
 
+bool LlamaModel::hidden_deferred(const Context& ctx) const { return matmul_folds_norm(ctx); }
+RowGather LlamaModel::feature_gather(const Context& ctx, Mat dst) const {
+  const uint32_t C = uint32_t(config().C);
+  if (!hidden_deferred(ctx)) return RowGather{hidden(), dst, C};
+  return RowGather{Mat{&x_, 0, pad4(C)}, dst, C, &w_->output_norm(), config().rms_eps};
+}
+
 void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   const LlamaConfig& cfg = config();
   const uint32_t N = a.N, C = uint32_t(cfg.C), Cp = pad4(C), F = uint32_t(cfg.F);
@@ -445,7 +452,7 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   if (matmul_folds_norm(seq.context())) {
     // The LM head normalizes x itself, so ar (no hidden rows) and a tree pass (hidden rows for
     // the heads) compute their logits identically.
-    if (a.hidden) rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
+    if (a.hidden && !a.defer_hidden_norm) rmsnorm(seq, x, w_->output_norm(), hid, N, C, cfg.rms_eps);
     MatmulArgs la;
     la.norm = &w_->output_norm(), la.norm_eps = cfg.rms_eps, la.norm_scratch = hid.row(from);
     matmul(seq, lm_head(), x.row(from), logits().row(from), N - from, la);

@@ -75,8 +75,10 @@ static_assert(sizeof(AcceptPush) == 4);
 struct CommitPush {
   uint32_t t, row_words, t_slot, stream_words;
   uint32_t streams, cols, s_offset, s_stride, d_offset, d_stride;  // the folded gather (cols 0: none)
+  uint32_t norm;
+  float eps;
 };
-static_assert(sizeof(CommitPush) == 40);
+static_assert(sizeof(CommitPush) == 48);
 
 struct GatherPush {
   uint32_t cols, s_offset, s_stride, d_offset, d_stride;
@@ -329,20 +331,25 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
   assert(streams >= 1 && (streams == 1 || stream_words >= row_words));
   assert(!gather || (gather->src.buf != &cache && gather->dst.buf != &cache && gather->src.buf != gather->dst.buf));
-  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0};
-  // Without a gather its two bindings are never touched: the tree's info and the cache stand in
+  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0, 0, 0.0f};
+  // Without a gather its bindings are never touched: the tree's info and the cache stand in
   // (the latter as written: the shader declares its destination writable).
-  Binding src = in(tree.info), dst = out(cache);
-  uint32_t width = row_words, rows = streams;
+  Binding src = in(tree.info), dst = out(cache), norm = in(tree.info);
+  uint32_t width = row_words, rows = streams, wg = 64;
   if (gather) {
     push.cols = gather->cols, push.s_offset = gather->src.offset, push.s_stride = gather->src.stride;
     push.d_offset = gather->dst.offset, push.d_stride = gather->dst.stride;
     src = gather->src.in(), dst = gather->dst.out();
     width = std::max(width, gather->cols), rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
+    if (gather->norm) {
+      assert(gather->norm != &cache && gather->norm != gather->dst.buf);
+      push.norm = 1, push.eps = gather->eps, norm = in(*gather->norm);
+      wg = row_reduction_workgroup(seq.context(), gather->cols, 2);  // rmsnorm's, for its bits
+    }
   }
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 6, sizeof(push), cfg);
-  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted), src, dst}, push, groups(width, wg_of(p)),
-               rows, 1, "commit_rows");
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 7, sizeof(push), cfg, wg);
+  seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted), src, dst, norm}, push,
+               groups(width, wg_of(p)), rows, 1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,

@@ -44,6 +44,7 @@ class Verifier {
   void forward(Sequence& seq, const LlamaModel::ForwardArgs& a) { m_.forward(seq, a); }
   Mat logits() const { return m_.logits(); }
   Mat hidden() const { return m_.hidden(); }
+  RowGather feature_gather(const Context& ctx, Mat dst) const { return m_.feature_gather(ctx, dst); }
   Mat taps() const { return m_.taps(); }  // EAGLE-3 tap rows, when a head enabled them
   uint32_t tap_width() const { return m_.tap_width(); }
   // K/V rows of the accepted path (tree.info, accepted) move to slots t + e, every layer.

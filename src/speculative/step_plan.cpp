@@ -77,6 +77,7 @@ void StepPlan::record_tree() {
   LlamaModel::ForwardArgs fa;
   fa.N = N, fa.t = b_.t(), fa.tokens = &vtree_.token, fa.pos = &vtree_.pos;
   fa.mask = &vtree_.mask, fa.mask_words = vtree_.mask_words;
+  fa.defer_hidden_norm = true;  // only the accepted rows are features: commit's gather normalizes them
   verifier_.forward(seq_, fa);
   const Mat probs{&probs_, 0, V};
   if (shape_.sampling) {  // p = G(logits) per node (include/vkspec/sample.hpp)
@@ -96,7 +97,7 @@ void StepPlan::record_tree() {
   }
   // commit(): accepted KV rows into place, their features for the drafters' next ingest; then
   // step_advance appends the tokens and the next root after them and moves t to t + a + 1.
-  const RowGather features{verifier_.hidden(), b_.features(), verifier_.width()};
+  const RowGather features = verifier_.feature_gather(seq_.context(), b_.features());
   verifier_.commit(seq_, vtree_, accepted_, b_.t(), &features);
   if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
     gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
