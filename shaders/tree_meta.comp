@@ -28,7 +28,16 @@ layout(set = 0, binding = 4, std430) writeonly buffer Ret { int retrieve[]; };  
 layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
 #define DYN_BINDING 6
 #include "dyn.glsl"
-layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1; } pc;
+// With `root`: token[0] = root_token[t], the root y[t] the step verifies from, written here so
+// the drafters' pools need no dispatch of their own to hold it (their root's token is never read).
+#ifdef MERGE
+#define ROOT_BINDING 9
+#else
+#define ROOT_BINDING 7
+#endif
+layout(set = 0, binding = ROOT_BINDING, std430) readonly buffer RootTok { uint root_token[]; };
+layout(set = 0, binding = ROOT_BINDING + 1, std430) writeonly buffer Tok { uint token[]; };
+layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1, root; } pc;
 shared uint has_child[NMAX];
 shared uint node_depth[NMAX];
 void main() {
@@ -77,6 +86,7 @@ void main() {
     }
   }
   if (lid == 0) {
+    if (pc.root != 0) token[0] = root_token[dyn(pc.t, pc.t_slot)];
     uint leaves = 0;
     for (uint j = 0; j < n; ++j) leaves += 1u - has_child[j];
     info[kInfoLeaves] = leaves;

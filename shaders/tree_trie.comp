@@ -35,7 +35,13 @@ layout(set = 0, binding = 8, std430) writeonly buffer ODep { uint o_depth[]; };
 layout(set = 0, binding = 9, std430) writeonly buffer OSco { float o_score[]; };
 layout(set = 0, binding = 10, std430) writeonly buffer OHead { uint o_head[]; };
 layout(set = 0, binding = 11, std430) writeonly buffer OInfo { uint o_info[]; };
-layout(push_constant) uniform Push { uint count1, count2, n_out; } pc;
+// With `root`: the root's token (and the padding leaves', below) is root_token[t], the root y[t]
+// itself, not pool 1's node 0 — a step's pools leave their root token unwritten.
+layout(set = 0, binding = 12, std430) readonly buffer RootTok { uint root_token[]; };
+#define DYN_BINDING 13
+#include "dyn.glsl"
+layout(push_constant) uniform Push { uint count1, count2, n_out, root, t, t_slot; } pc;
+uint root_tok() { return pc.root != 0 ? root_token[dyn(pc.t, pc.t_slot)] : tok1[0]; }
 
 // sa[u] = keep << 31 | depth << 16 | canonical index
 // sb    = while folding: sb[i] = u << 16 | canonical parent of u, i = u's place in depth order
@@ -179,14 +185,14 @@ void main() {
   // Fewer distinct candidates than slots: padding leaves under the root keep N = n_out. A match
   // on one is the verifier's own argmax, so verifying it never changes the output.
   for (uint o = 1 + kept_count + lid; o < pc.n_out; o += WG) {
-    o_token[o] = tok1[0];
+    o_token[o] = root_tok();
     o_parent[o] = 0;
     o_depth[o] = 1;
     o_score[o] = uintBitsToFloat(0xff800000u);  // -inf
     o_head[o] = 0;
   }
   if (lid == 0) {
-    o_token[0] = tok1[0];
+    o_token[0] = root_tok();
     o_parent[0] = -1;
     o_depth[0] = 0;
     o_score[0] = sc1[0];

@@ -149,16 +149,22 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trees output satisfies seed 000's invaria
       DeviceTree d1(ctx, n1 + 4, D), d2(ctx, n2 + 1, D), dm(ctx, n1 + n2 + 1, D);
       upload_tree(d1, a);
       upload_tree(d2, b);
-      // merge_trees then tree_meta, or both in merge_trees_meta's one dispatch (alternating).
-      const bool folded = seed % 2 == 0;
+      // merge_trees then tree_meta, or both in merge_trees_meta's one dispatch (alternating);
+      // every other pair with the root's token taken from a sequence at t (as a step does).
+      const bool folded = seed % 2 == 0, root = (seed / 2) % 2 == 0;
       CAPTURE(folded);
+      CAPTURE(root);
+      std::vector<uint32_t> seq_tokens(64);
+      for (auto& x : seq_tokens) x = 100000 + rng() % 1000;
+      Buffer sb(ctx, seq_tokens.size() * 4);
+      sb.upload(seq_tokens);
       Sequence seq(ctx);
       seq.begin();
       if (folded) {
-        merge_trees_meta(seq, d1, n1, d2, n2, dm, 50, cfg);
+        merge_trees_meta(seq, d1, n1, d2, n2, dm, 50, cfg, root ? &sb : nullptr);
       } else {
         merge_trees(seq, d1, n1, d2, n2, dm, cfg);
-        tree_meta(seq, dm, 1 + n1 + n2, 50, cfg);
+        tree_meta(seq, dm, 1 + n1 + n2, 50, cfg, root ? &sb : nullptr);
       }
       CHECK(seq.dispatch_count() == (folded ? 1u : 2u));
       seq.run();
@@ -166,6 +172,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trees output satisfies seed 000's invaria
       const std::string what = "wg " + std::to_string(wg) + " n1 " + std::to_string(n1) + " n2 " + std::to_string(n2);
       INFO(what);
       HostTree m = download_tree(dm, N), ref = merge_ref(a, n1, b, n2);
+      if (root) ref.token[0] = seq_tokens[50];
       check_same(m, ref, what);
       CHECK(dm.info.read<uint32_t>(1)[0] == N);
       // One root: only node 0 has no parent; parents first.
@@ -226,11 +233,22 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trie folds identical paths of both pools 
         DeviceTree dout(ctx, n_out, 8);
         Sequence seq(ctx);
         seq.begin();
-        merge_trie(seq, d1, c1, d2, c2, n_out, dout, wg_cfg(wg));
+        // Every other output size with the root's token from a sequence at t: the root's and the
+        // padding leaves' tokens are then that one, not pool 1's node 0.
+        const bool root = n_out % 2 == 1;
+        std::vector<uint32_t> seq_tokens(16, 0);
+        seq_tokens[9] = 424242;
+        Buffer sb(ctx, seq_tokens.size() * 4);
+        sb.upload(seq_tokens);
+        merge_trie(seq, d1, c1, d2, c2, n_out, dout, wg_cfg(wg), root ? &sb : nullptr, 9);
         tree_meta(seq, dout, n_out, 9, wg_cfg(wg));
         seq.run();
+        if (root) {
+          ref.token[0] = 424242;
+          for (uint32_t i = 1 + distinct; i < n_out; ++i) ref.token[i] = 424242;
+        }
         const std::string what = "wg " + std::to_string(wg) + " pools " + std::to_string(c1) + "+" +
-                                 std::to_string(c2) + " n_out " + std::to_string(n_out);
+                                 std::to_string(c2) + " n_out " + std::to_string(n_out) + " root " + std::to_string(root);
         INFO(what << " distinct " << distinct);
         HostTree got = download_tree(dout, n_out);
         check_same(got, ref, what);

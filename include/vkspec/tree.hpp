@@ -98,7 +98,10 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
 // leaf, increasing leaf index, root first, -1 padded to max_depth + 1), info[kInfoLeaves].
 // tree.cap <= kTreeMaxNodes.
 // The caller guarantees depth <= tree.max_depth (asserted: max_depth < kAttentionMaxDepth).
-void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg = {});
+// With root_tokens, also token[0] = root_tokens[t] (the root y[t]): a step's drafters then leave
+// their pools' root token unwritten (pool_init's other fields never change).
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg = {},
+               const Buffer* root_tokens = nullptr);
 
 // ---- combining two heads' trees -------------------------------------------------------------
 
@@ -106,9 +109,10 @@ void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig 
 // node i > 0 at n1 + i, parents remapped by φ (φ(0) = 0); out.info[kInfoNodes] = 1 + n1 + n2.
 void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
                  DeviceTree& out, KernelConfig cfg = {});
-// merge_trees, then tree_meta of its 1 + n1 + n2 nodes at t: the same outputs, one dispatch.
+// merge_trees, then tree_meta of its 1 + n1 + n2 nodes at t (root_tokens as there): the same
+// outputs, one dispatch.
 void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out, Dyn t, KernelConfig cfg = {});
+                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr);
 
 // Our extension (DESIGN.md §9): both heads' candidate pools, nodes with the same token path from
 // the root folded into one (score = max, head = 1, 2 or 3 for both), then the best n_out - 1
@@ -117,8 +121,10 @@ void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const De
 // padding leaves under the root (token = root token, score -inf, head 0): verifying them is
 // harmless (a match is the verifier's own argmax), and N stays n_out for the verifier.
 // out.info[kInfoNodes] = n_out. count1 + count2 - 1 <= kTrieMaxNodes, n_out <= out.cap.
+// With root_tokens the root token is root_tokens[t] rather than pool 1's node 0 (a step's pools
+// leave their root token unwritten).
 void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const DeviceTree& pool2, uint32_t count2,
-                uint32_t n_out, DeviceTree& out, KernelConfig cfg = {});
+                uint32_t n_out, DeviceTree& out, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr, Dyn t = {});
 
 // Seed 001 §5: μ_h = mean over the n_h retained non-root nodes of exp(score); out = a copy of
 // tree 1 if μ_1 >= μ_2 else tree 2 (token/parent/depth/score/head); info[kInfoChosen],

@@ -49,8 +49,9 @@ static_assert(sizeof(SelectPush) == 8);
 
 struct MetaPush {
   uint32_t n, t, max_depth, words, t_slot, n1;  // n1: the MERGE variant's
+  uint32_t root;                                // token[0] = root_tokens[t]
 };
-static_assert(sizeof(MetaPush) == 24);
+static_assert(sizeof(MetaPush) == 28);
 
 struct MergePush {
   uint32_t n1, n2;
@@ -58,9 +59,9 @@ struct MergePush {
 static_assert(sizeof(MergePush) == 8);
 
 struct TriePush {
-  uint32_t count1, count2, n_out;
+  uint32_t count1, count2, n_out, root, t, t_slot;
 };
-static_assert(sizeof(TriePush) == 12);
+static_assert(sizeof(TriePush) == 24);
 
 struct CountPush {  // tree_route, tree_pick
   uint32_t n;
@@ -194,14 +195,16 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
                push, 1, 1, 1, "draft_select");
 }
 
-void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg) {
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
   assert(n >= 1 && n <= tree.cap && tree.cap <= kTreeMaxNodes);  // mask row fits tree_meta's registers
   assert(tree.max_depth < kAttentionMaxDepth);  // the attention kernel's path-length limit
-  MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot, 0};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 7, sizeof(push), cfg);
+  MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot, 0, root_tokens ? 1u : 0u};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 9, sizeof(push), cfg);
+  // Without root_tokens the two root bindings are never touched: the parents stand in.
   seq.dispatch(p,
                {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info),
-                t.binding(tree.parent)},
+                t.binding(tree.parent), in(root_tokens ? *root_tokens : tree.parent),
+                root_tokens ? out(tree.token) : in(tree.parent)},
                push, 1, 1, 1, "tree_meta");
 }
 
@@ -230,24 +233,25 @@ void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 }
 
 void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out_tree, Dyn t, KernelConfig cfg) {
+                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
   const uint32_t n = 1 + n1 + n2;
   assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n <= out_tree.cap && out_tree.cap <= kTreeMaxNodes);
   assert(out_tree.max_depth < kAttentionMaxDepth);
   splice_fields(seq, t1, n1, t2, n2, out_tree, /*depth=*/false);  // depth: tree_meta writes it
-  MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta_merge", 9, sizeof(push), cfg);
+  MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1, root_tokens ? 1u : 0u};
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta_merge", 11, sizeof(push), cfg);
   seq.dispatch(p,
                {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve), out(out_tree.info),
-                t.binding(t1.parent), in(t1.parent), in(t2.parent)},
+                t.binding(t1.parent), in(t1.parent), in(t2.parent), in(root_tokens ? *root_tokens : t1.parent),
+                root_tokens ? out(out_tree.token) : in(t1.parent)},
                push, 1, 1, 1, "merge_meta");
 }
 
 void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const DeviceTree& pool2, uint32_t count2,
-                uint32_t n_out, DeviceTree& out_tree, KernelConfig cfg) {
+                uint32_t n_out, DeviceTree& out_tree, KernelConfig cfg, const Buffer* root_tokens, Dyn t) {
   assert(count1 >= 1 && count2 >= 1 && count1 <= pool1.cap && count2 <= pool2.cap);
   assert(count1 + count2 - 1 <= kTrieMaxNodes && n_out >= 1 && n_out <= out_tree.cap);
-  TriePush push{count1, count2, n_out};
+  TriePush push{count1, count2, n_out, root_tokens ? 1u : 0u, t.base, t.slot};
   // Loop iterations one invocation runs at most (shaders/tree_trie.comp, phase by phase), with
   // n nodes per invocation, L levels and scans of K chunks of 16 nodes: depths n(L + 1), depth
   // order n(K + 1), folding (n + L)(K + 3) over all levels, then fold, rank and index 3n(K + 1).
@@ -265,11 +269,12 @@ void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const D
     while (bound(wg) > limit && wg * 2 <= wg_max) wg *= 2;
   KernelConfig c = cfg;
   c.workgroup_size = wg;
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_trie", 12, sizeof(push), c);
+  const Pipeline& p = simple_pipeline(seq.context(), "tree_trie", 14, sizeof(push), c);
+  const Buffer& rt = root_tokens ? *root_tokens : pool1.token;  // untouched without root_tokens
   seq.dispatch(p,
                {in(pool1.token), in(pool1.parent), in(pool1.score), in(pool2.token), in(pool2.parent), in(pool2.score),
                 out(out_tree.token), out(out_tree.parent), out(out_tree.depth), out(out_tree.score),
-                out(out_tree.head), out(out_tree.info)},
+                out(out_tree.head), out(out_tree.info), in(rt), t.binding(rt)},
                push, 1, 1, 1, "merge_trie");
 }
 

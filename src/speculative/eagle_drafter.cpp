@@ -31,6 +31,14 @@ class EagleDrafter final : public Drafter {
     head_id_.upload(std::vector<uint32_t>{s.head_id, 0, 0, 0});
     arrivals_ = Buffer(ctx, 16);  // draft_topk_expand's counter: zero between dispatches
     arrivals_.upload(std::vector<uint32_t>(4, 0));
+    // The root, node 0, as pool_init writes it, once: its fields never change, and its token
+    // (y[t], new every step) is never read from the pool — the combiner's tree_meta writes the
+    // verified tree's root token itself. One dispatch fewer a step.
+    pool_.token.upload(std::vector<uint32_t>{0});
+    pool_.parent.upload(std::vector<int32_t>{-1});
+    pool_.depth.upload(std::vector<uint32_t>{0});
+    pool_.score.upload(std::vector<float>{0.0f});
+    pool_.head.upload(std::vector<uint32_t>{0});
   }
 
   uint32_t max_rows() const override { return head_.max_rows(); }
@@ -82,7 +90,6 @@ class EagleDrafter final : public Drafter {
                          .mask = &mask_, .words = words_,
                          .embed = fold_embed ? &head_.token_embedding() : nullptr, .emb = head_.token_input()};
     };
-    pool_init(seq, pool_, b.seq_tokens, b.t());
     const DraftGather g1 = gather(1);
     draft_topk_expand(seq, head_.logits().row(root), V_, pool_, 1, zero_, 0, 1, ids_, logp_, 0, kTopkMax, K, head_id_,
                       frontier_, 0, K, arrivals_, D > 1 ? &g1 : nullptr);

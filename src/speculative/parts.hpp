@@ -106,8 +106,10 @@ class Combiner {
   virtual uint32_t verify_nodes(uint32_t B) const = 0;        // nodes of the verified tree, root included
   virtual uint32_t max_budget(uint32_t pool_nodes) const = 0; // largest B whose tree the kernels hold
   virtual uint32_t win_slot() const { return kInfoBestHead; } // tree info slot naming the winning head
-  // Writes the verified tree and its verification inputs (tree_meta at t) into `out`.
-  virtual void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t) const = 0;
+  // Writes the verified tree and its verification inputs (tree_meta at t) into `out`, its root's
+  // token from root[t] (the drafters' pools leave theirs unwritten).
+  virtual void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
+                      const Buffer& root) const = 0;
 };
 
 // single1 / single2 (one drafter's tree), route (seed 001), merge (seed 000), merge-trie (ours).

@@ -72,7 +72,7 @@ void StepPlan::record_tree() {
   record_drafters(seq_, drafters_, shape_.pair, [&](Drafter& d) { d.record_step(seq_, b_); });
   end_draft_ = seq_.dispatch_count();
   // combine(): route (seed 001 §5), merge (seed 000 §4), merge-trie, or one head's tree.
-  combiner_->record(seq_, drafters_, shape_.B, vtree_, b_.t());  // with tree_meta's inputs
+  combiner_->record(seq_, drafters_, shape_.B, vtree_, b_.t(), b_.seq_tokens);  // with tree_meta's inputs
   // verify(): one verifier pass over the whole tree with the ancestor mask.
   LlamaModel::ForwardArgs fa;
   fa.N = N, fa.t = b_.t(), fa.tokens = &vtree_.token, fa.pos = &vtree_.pos;
