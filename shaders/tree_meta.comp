@@ -8,10 +8,13 @@ layout(constant_id = 0) const uint WG = 64;
 #include "vkspec/tree_limits.h"
 const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
 const uint MAXW = NMAX / 32;
-#ifdef MERGE
+#if defined(MERGE) || defined(ROUTE)
 // merge_trees' parent pointers first (tree_merge.comp, seed 000 §4.1), from the two trees' at
 // bindings 7 and 8 (n1 = the first tree's nodes, the root excluded; the second's are the rest):
 // written out and kept in shared memory for the walks below. One dispatch for both steps.
+// ROUTE: route_trees instead (tree_route.comp, seed 001 §5): μ of each tree's n1 nodes (the same
+// sums at the same workgroup size, so the same bits and choice), then the chosen tree's parents,
+// tokens, scores and heads, at bindings 7-8 and 11-18.
 layout(set = 0, binding = 0, std430) writeonly buffer Par { int parent_out[]; };
 layout(set = 0, binding = 7, std430) readonly buffer P1 { int parent1[]; };
 layout(set = 0, binding = 8, std430) readonly buffer P2 { int parent2[]; };
@@ -30,7 +33,7 @@ layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
 #include "dyn.glsl"
 // With `root`: token[0] = root_token[t], the root y[t] the step verifies from, written here so
 // the drafters' pools need no dispatch of their own to hold it (their root's token is never read).
-#ifdef MERGE
+#if defined(MERGE) || defined(ROUTE)
 #define ROOT_BINDING 9
 #else
 #define ROOT_BINDING 7
@@ -38,6 +41,17 @@ layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
 layout(set = 0, binding = ROOT_BINDING, std430) readonly buffer RootTok { uint root_token[]; };
 layout(set = 0, binding = ROOT_BINDING + 1, std430) writeonly buffer Tok { uint token[]; };
 layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1, root; } pc;
+#ifdef ROUTE
+layout(set = 0, binding = 11, std430) readonly buffer S1 { float score1[]; };
+layout(set = 0, binding = 12, std430) readonly buffer S2 { float score2[]; };
+layout(set = 0, binding = 13, std430) readonly buffer T1 { uint token1[]; };
+layout(set = 0, binding = 14, std430) readonly buffer T2 { uint token2[]; };
+layout(set = 0, binding = 15, std430) readonly buffer H1 { uint head1[]; };
+layout(set = 0, binding = 16, std430) readonly buffer H2 { uint head2[]; };
+layout(set = 0, binding = 17, std430) writeonly buffer OS { float o_score[]; };
+layout(set = 0, binding = 18, std430) writeonly buffer OH { uint o_head[]; };
+#include "reduce.glsl"
+#endif
 shared uint has_child[NMAX];
 shared uint node_depth[NMAX];
 void main() {
@@ -50,6 +64,30 @@ void main() {
     parent_out[i] = p;
   }
   if (lid == 0) info[kInfoNodes] = n;
+  barrier();
+#elif defined(ROUTE)
+  float a = 0.0, b = 0.0;
+  for (uint i = 1 + lid; i <= pc.n1; i += WG) {
+    a += exp(score1[i]);
+    b += exp(score2[i]);
+  }
+  const float mu1 = wg_sum(a) / float(pc.n1);
+  const float mu2 = wg_sum(b) / float(pc.n1);
+  const bool first = order_key(mu1) >= order_key(mu2);  // ties → head 1
+  for (uint i = lid; i < n; i += WG) {
+    const int p = first ? parent1[i] : parent2[i];
+    merged[i] = p;
+    parent_out[i] = p;
+    token[i] = first ? token1[i] : token2[i];
+    o_score[i] = first ? score1[i] : score2[i];
+    o_head[i] = first ? head1[i] : head2[i];
+  }
+  if (lid == 0) {
+    info[kInfoNodes] = n;
+    info[kInfoChosen] = first ? 1u : 2u;
+    info[kInfoMu1] = floatBitsToUint(mu1);
+    info[kInfoMu2] = floatBitsToUint(mu2);
+  }
   barrier();
 #endif
   for (uint i = lid; i < n; i += WG) has_child[i] = 0;

@@ -319,6 +319,24 @@ TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the 
           if (variant == 2) CHECK(chosen == 2u);
           CHECK(info[kInfoNodes] == n + 1);
           check_same(download_tree(dr, n + 1), chosen == 1 ? a : b, "routed copy");
+          // route_trees_meta: the same decision bits and copy, then tree_meta's outputs at t,
+          // the root's token from a sequence — one dispatch where 19 storage buffers fit.
+          std::vector<uint32_t> seq_tokens(16, 0);
+          seq_tokens[11] = 31337;
+          Buffer sb(ctx, seq_tokens.size() * 4);
+          sb.upload(seq_tokens);
+          DeviceTree dm(ctx, n + 3, 6);
+          Sequence seq2(ctx);
+          seq2.begin();
+          route_trees_meta(seq2, d1, n, d2, n, dm, 11, wg_cfg(wg), &sb);
+          CHECK(seq2.dispatch_count() == (ctx.caps().max_stage_storage_buffers >= 19 ? 1u : dispatches + 1));
+          seq2.run();
+          auto info2 = dm.info.read<uint32_t>(16);
+          for (uint32_t w : {kInfoNodes, kInfoChosen, kInfoMu1, kInfoMu2}) CHECK(info2[w] == info[w]);
+          HostTree want = chosen == 1 ? a : b;
+          want.token[0] = 31337;
+          check_same(download_tree(dm, n + 1), want, "routed and meta");
+          check_meta(dm, want.parent, 11, "route_trees_meta");
         }
       }
   }

@@ -131,6 +131,10 @@ void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const D
 // info[kInfoMu1], info[kInfoMu2] (f32 bits), info[kInfoNodes] = 1 + n. Requires n1 == n2.
 void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
                  DeviceTree& out, KernelConfig cfg = {});
+// route_trees, then tree_meta of the chosen tree's n1 + 1 nodes at t (root_tokens as there): the
+// same outputs in one dispatch where the device allows its 19 storage buffers, else those two.
+void route_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr);
 
 // ---- acceptance and commit (DESIGN.md §3–4) -------------------------------------------------
 

@@ -305,6 +305,29 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
                  1, "route_pick");
 }
 
+void route_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
+                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
+  assert(n1 == n2 && n1 >= 1 && n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n1 + 1 <= out_tree.cap);
+  assert(out_tree.cap <= kTreeMaxNodes && out_tree.max_depth < kAttentionMaxDepth);
+  Context& ctx = seq.context();
+  const uint32_t n = n1 + 1;
+  MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1, root_tokens ? 1u : 0u};
+  // tree_route's workgroup (simple_pipeline's default), so μ is summed in the same order.
+  const PipelineDesc fold =
+      make_pipeline_desc("tree_meta_route", std::vector<VkDescriptorType>(19, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
+                         sizeof(push), WorkgroupSpec{pick_workgroup(ctx, cfg, 64)}, cfg.required_subgroup_size);
+  if (!fits_stage_limits(ctx.caps(), fold)) {
+    route_trees(seq, t1, n1, t2, n2, out_tree, cfg);
+    return tree_meta(seq, out_tree, n, t, cfg, root_tokens);
+  }
+  seq.dispatch(ctx.pipelines().get(fold),
+               {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve),
+                out(out_tree.info), t.binding(t1.parent), in(t1.parent), in(t2.parent),
+                in(root_tokens ? *root_tokens : t1.parent), out(out_tree.token), in(t1.score), in(t2.score),
+                in(t1.token), in(t2.token), in(t1.head), in(t2.head), out(out_tree.score), out(out_tree.head)},
+               push, 1, 1, 1, "route_meta");
+}
+
 void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,
                    KernelConfig cfg) {
   assert(tree.cap <= 0xffff);  // the row index lives in 16 bits of the reduction key

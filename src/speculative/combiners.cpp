@@ -32,8 +32,7 @@ class Route final : public Combiner {
   uint32_t win_slot() const override { return kInfoChosen; }
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
               const Buffer& root) const override {
-    route_trees(seq, d[0]->tree(), B, d[1]->tree(), B, out);
-    tree_meta(seq, out, verify_nodes(B), t, {}, &root);
+    route_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t, {}, &root);
   }
 };
 
