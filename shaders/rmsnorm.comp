@@ -8,6 +8,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
+#include "rms_row.glsl"
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer W { float w[]; };
@@ -19,13 +20,10 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
-  const uint g = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
+  const uint g = gl_WorkGroupID.x;
   const uint row = g / pc.sub, part = g % pc.sub;
   const uint xo = pc.x_offset + row * pc.x_stride + part * pc.sub_stride;
   const uint yo = pc.y_offset + row * pc.y_stride + part * pc.sub_stride;
   const uint wo = part * pc.w_stride;
-  float ss = 0.0;
-  for (uint i = lid; i < pc.C; i += WG) ss += x[xo + i] * x[xo + i];
-  const float scale = inversesqrt(wg_sum(ss) / float(pc.C) + pc.eps);
-  for (uint i = lid; i < pc.C; i += WG) y[yo + i] = x[xo + i] * scale * w[wo + i];
+  RMS_ROW(y, yo, x, xo, w, wo, pc.C, pc.eps)
 }

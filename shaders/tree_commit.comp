@@ -7,7 +7,7 @@
 // Workgroup row y moves stream y of the buffer — stream s is the row_words-wide rows from word
 // s * stream_words on (every layer's K and V of a model in one buffer: one dispatch for all).
 // With `cols` > 0 the rows after the streams also gather the accepted rows' features, and with
-// `norm` RMS-normalize them on the way (rmsnorm.comp's arithmetic in the same order, so the same
+// `norm` RMS-normalize them on the way (rms_row.glsl, as rmsnorm.comp, so the same
 // bits at the same workgroup size): a verifier whose LM head folds the final norm then writes no
 // normalized hidden rows of its own, one dispatch fewer a step.
 layout(local_size_x_id = 0) in;
@@ -30,6 +30,7 @@ layout(push_constant) uniform Push {
   float eps;
 } pc;
 #include "reduce.glsl"
+#include "rms_row.glsl"
 void main() {
   const uint c = gl_GlobalInvocationID.x;
   if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
@@ -42,11 +43,7 @@ void main() {
       return;
     }
     if (gl_WorkGroupID.x != 0) return;  // the first workgroup of the row walks all of it
-    const uint lid = gl_LocalInvocationID.x;
-    float ss = 0.0;
-    for (uint i = lid; i < pc.cols; i += WG) ss += src[so + i] * src[so + i];
-    const float scale = inversesqrt(wg_sum(ss) / float(pc.cols) + pc.eps);
-    for (uint i = lid; i < pc.cols; i += WG) dst[d + i] = src[so + i] * scale * norm_w[i];
+    RMS_ROW(dst, d, src, so, norm_w, 0, pc.cols, pc.eps)
     return;
   }
   if (c >= pc.row_words) return;

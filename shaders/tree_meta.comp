@@ -13,7 +13,7 @@ const uint MAXW = NMAX / 32;
 // bindings 7 and 8 (n1 = the first tree's nodes, the root excluded; the second's are the rest):
 // written out and kept in shared memory for the walks below. One dispatch for both steps.
 // ROUTE: route_trees instead (tree_route.comp, seed 001 §5): μ of each tree's n1 nodes (the same
-// sums at the same workgroup size, so the same bits and choice), then the chosen tree's parents,
+// route_mu.glsl at the same workgroup size, so the same bits and choice), then the chosen tree's parents,
 // tokens, scores and heads, at bindings 7-8 and 11-18.
 layout(set = 0, binding = 0, std430) writeonly buffer Par { int parent_out[]; };
 layout(set = 0, binding = 7, std430) readonly buffer P1 { int parent1[]; };
@@ -51,6 +51,9 @@ layout(set = 0, binding = 16, std430) readonly buffer H2 { uint head2[]; };
 layout(set = 0, binding = 17, std430) writeonly buffer OS { float o_score[]; };
 layout(set = 0, binding = 18, std430) writeonly buffer OH { uint o_head[]; };
 #include "reduce.glsl"
+#ifdef ROUTE
+#include "route_mu.glsl"
+#endif
 #endif
 shared uint has_child[NMAX];
 shared uint node_depth[NMAX];
@@ -66,14 +69,8 @@ void main() {
   if (lid == 0) info[kInfoNodes] = n;
   barrier();
 #elif defined(ROUTE)
-  float a = 0.0, b = 0.0;
-  for (uint i = 1 + lid; i <= pc.n1; i += WG) {
-    a += exp(score1[i]);
-    b += exp(score2[i]);
-  }
-  const float mu1 = wg_sum(a) / float(pc.n1);
-  const float mu2 = wg_sum(b) / float(pc.n1);
-  const bool first = order_key(mu1) >= order_key(mu2);  // ties → head 1
+  float mu1, mu2;
+  const bool first = route_first(pc.n1, mu1, mu2);
   for (uint i = lid; i < n; i += WG) {
     const int p = first ? parent1[i] : parent2[i];
     merged[i] = p;

@@ -1,8 +1,6 @@
 #version 450
-// route_trees, decision (seed 001 §5): μ_h = mean over the n retained non-root nodes of
-// exp(score); verify head 1 if μ_1 >= μ_2 in the order of order.glsl (a NaN μ — a head that
-// produced NaN scores — loses to any number; two NaNs tie, and ties go to head 1). Sums in a
-// fixed order (reduce.glsl), so the choice is the same on every device for the same scores.
+// route_trees, decision (seed 001 §5, route_mu.glsl): μ_h = mean over the n retained non-root
+// nodes of exp(score); verify head 1 if μ_1 >= μ_2 (NaN loses, ties → head 1).
 // COPY (a variant, where the device allows its 16 storage buffers): the chosen tree's n + 1 nodes
 // are copied to the output tree in the same dispatch, which tree_pick.comp otherwise does array
 // by array.
@@ -28,17 +26,12 @@ layout(set = 0, binding = 15, std430) writeonly buffer OH { uint o_head[]; };
 #endif
 layout(push_constant) uniform Push { uint n; } pc;
 #include "reduce.glsl"
+#include "route_mu.glsl"
 #include "vkspec/tree_limits.h"
 void main() {
   const uint lid = gl_LocalInvocationID.x;
-  float a = 0.0, b = 0.0;
-  for (uint i = 1 + lid; i <= pc.n; i += WG) {
-    a += exp(score1[i]);
-    b += exp(score2[i]);
-  }
-  const float mu1 = wg_sum(a) / float(pc.n);
-  const float mu2 = wg_sum(b) / float(pc.n);
-  const bool first = order_key(mu1) >= order_key(mu2);  // ties → head 1
+  float mu1, mu2;
+  const bool first = route_first(pc.n, mu1, mu2);
 #ifdef COPY
   for (uint i = lid; i <= pc.n; i += WG) {
     o_token[i] = first ? token1[i] : token2[i];

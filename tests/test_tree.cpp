@@ -286,12 +286,16 @@ TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the 
     uint32_t seed = 300;
     for (uint32_t wg : kWorkgroups)
       for (uint32_t n : {1u, 7u, 8u, 40u, 100u}) {
-        for (int variant = 0; variant < 3; ++variant) {  // random, equal trees (tie), head 2 clearly better
+        // random, equal trees (tie), head 2 clearly better, a NaN score in head 1's tree (it
+        // loses), NaN in both (a tie: head 1)
+        for (int variant = 0; variant < 5; ++variant) {
           std::mt19937 rng(seed++);
           HostTree a = random_tree(n + 1, 6, 1, rng), b = random_tree(n + 1, 6, 2, rng);
           if (variant == 1) b = a;
           if (variant == 2)
             for (uint32_t i = 1; i <= n; ++i) b.score[i] = a.score[i] + 0.5f;
+          if (variant >= 3) a.score[1 + n / 2] = std::nanf("");
+          if (variant == 4) b.score[n] = std::nanf("");
           DeviceTree d1(ctx, n + 1, 6), d2(ctx, n + 1, 6), dr(ctx, n + 3, 6);
           upload_tree(d1, a);
           upload_tree(d2, b);
@@ -310,13 +314,16 @@ TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the 
           std::memcpy(&g1, &info[kInfoMu1], 4);
           std::memcpy(&g2, &info[kInfoMu2], 4);
           INFO("wg " << wg << " n " << n << " variant " << variant);
-          CHECK(std::fabs(g1 - mu[0]) <= 1e-6 + 1e-5 * mu[0]);
-          CHECK(std::fabs(g2 - mu[1]) <= 1e-6 + 1e-5 * mu[1]);
+          CHECK(std::isnan(g1) == (variant >= 3));
+          CHECK(std::isnan(g2) == (variant == 4));
+          if (variant < 3) CHECK(std::fabs(g1 - mu[0]) <= 1e-6 + 1e-5 * mu[0]);
+          if (variant < 4) CHECK(std::fabs(g2 - mu[1]) <= 1e-6 + 1e-5 * mu[1]);
           const uint32_t chosen = info[kInfoChosen];
-          CHECK(chosen == (g1 >= g2 ? 1u : 2u));
+          if (variant < 3) CHECK(chosen == (g1 >= g2 ? 1u : 2u));
           if (std::fabs(mu[0] - mu[1]) > 1e-4 * mu[0]) CHECK(chosen == (mu[0] >= mu[1] ? 1u : 2u));
           if (variant == 1) CHECK(chosen == 1u);
-          if (variant == 2) CHECK(chosen == 2u);
+          if (variant == 2 || variant == 3) CHECK(chosen == 2u);
+          if (variant == 4) CHECK(chosen == 1u);
           CHECK(info[kInfoNodes] == n + 1);
           check_same(download_tree(dr, n + 1), chosen == 1 ? a : b, "routed copy");
           // route_trees_meta: the same decision bits and copy, then tree_meta's outputs at t,
