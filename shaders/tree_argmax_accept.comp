@@ -4,6 +4,9 @@
 // pattern of tree_topk_expand.comp: each node's arg-max is made visible, then counted in
 // `arrivals`; the workgroup that counts N accepts and sets the counter back to 0). The same bits
 // as argmax then accept_greedy.
+// ADVANCE (a variant, where the device allows 11 storage buffers a stage): that workgroup then
+// also advances the step (advance.glsl, step_advance.comp's tree mode), so a greedy step's KV
+// commit, which runs after it, reads the old t from kStatePrevT. One dispatch fewer a step.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
@@ -14,11 +17,24 @@ layout(set = 0, binding = 2, std430) readonly buffer Head { uint head[]; };
 layout(set = 0, binding = 3, std430) readonly buffer Ret { int retrieve[]; };  // (L, W)
 layout(set = 0, binding = 4, std430) buffer Info { uint info[]; };
 layout(set = 0, binding = 5, std430) coherent buffer Arg { uint argmax[]; };   // (N)
+#ifdef ADVANCE
+layout(set = 0, binding = 6, std430) coherent buffer Acc { uint accepted[]; };
+#else
 layout(set = 0, binding = 6, std430) writeonly buffer Acc { uint accepted[]; };
+#endif
 layout(set = 0, binding = 7, std430) coherent buffer Arrivals { uint arrivals; };
-layout(push_constant) uniform Push { uint W, N, V, x_offset, x_stride; } pc;
+#ifdef ADVANCE
+#include "vkspec/step_state.h"
+layout(set = 0, binding = 8, std430) buffer State { uint state[]; };
+layout(set = 0, binding = 9, std430) buffer Seq { uint seq_tokens[]; };
+layout(set = 0, binding = 10, std430) buffer Out { uint out_list[]; };
+#endif
+layout(push_constant) uniform Push { uint W, N, V, x_offset, x_stride, win_slot; } pc;
 #include "argmax_row.glsl"
 #include "accept.glsl"
+#ifdef ADVANCE
+#include "advance.glsl"
+#endif
 
 shared bool last;
 
@@ -34,5 +50,10 @@ void main() {
   if (!last) return;
   memoryBarrierBuffer();
   accept_greedy_tree();
+#ifdef ADVANCE
+  memoryBarrierBuffer();  // accepted[] from every invocation, info from the first
+  barrier();
+  if (lid == 0) advance_step(true, false, 0u, true, pc.win_slot);
+#endif
   if (lid == 0) arrivals = 0u;
 }

@@ -175,11 +175,7 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair past the device's descriptor limit runs 
   }
   for (uint32_t limit : {16u, 12u}) {
     CAPTURE(limit);
-    ContextOptions co;
-    co.validation = true;
-    co.pipeline_cache_dir = "-";
-    co.stage_storage_buffers_limit = limit;
-    Context small(co);
+    Context small(test_context_options(limit));
     REQUIRE(small.caps().max_stage_storage_buffers == limit);
     DemoRig rig(small);
     if (limit == 16) {

@@ -4,6 +4,7 @@
 // subtrees), and the overlap-safe KV commit. Every kernel runs at two workgroup sizes.
 #include "matmul_reference.hpp"
 #include "tree_reference.hpp"
+#include "vkspec/step_state.h"
 
 using namespace vkspec;
 using namespace vkspec::test;
@@ -274,11 +275,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: merge_trie folds identical paths of both pools 
 TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the CPU rule, ties to head 1") {
   // On this device (decision and copy in one dispatch where it allows 16 storage buffers) and on
   // one that allows 12 (the decision, then a copy per array).
-  ContextOptions co;
-  co.validation = true;
-  co.pipeline_cache_dir = "-";
-  co.stage_storage_buffers_limit = 12;
-  Context small(co);
+  Context small(test_context_options(12));
   for (Context* c : {&ctx, &small}) {
     Context& ctx = *c;
     const uint32_t dispatches = ctx.caps().max_stage_storage_buffers >= 16 ? 1 : 6;
@@ -381,11 +378,11 @@ AcceptRun run_accept(Context& ctx, const HostTree& t, uint32_t max_depth, const 
   seq.begin();
   tree_meta(seq, d, n, 0, cfg);
   if (fused) {
-    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, cfg);
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, cfg);
     seq.fill(acc, 0xffffffffu);
     seq.fill(am, 0xffffffffu);
     seq.fill(d.info, 0u, kInfoAccepted * 4, 4);
-    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, cfg);
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, cfg);
   } else {
     accept_greedy(seq, d, am, acc, cfg);
   }
@@ -463,6 +460,75 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy and argmax_accept_greedy on rando
         CHECK(r.info[kInfoBestHead] == ref.best_head);
         CHECK(r.accepted == ref.path);
       }
+}
+
+// argmax_accept_greedy with the step's advance folded in: the state, the sequence, the output
+// list (tokens, limit, stop token, histogram, winner) and the acceptance equal
+// argmax_accept_greedy followed by step_advance — one dispatch on this device, the two on one
+// that allows 10 storage buffers a stage.
+TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance equals it then step_advance") {
+  Context small(test_context_options(10));
+  struct Outcome {
+    std::vector<uint32_t> state, seq, out, info, accepted;
+  };
+  uint32_t seed = 450, checked = 0;
+  for (Context* cp : {&ctx, &small}) {
+    Context& c = *cp;
+    for (uint32_t n : {1u, 6u, 40u, 200u})
+      for (int rep = 0; rep < 4; ++rep) {
+        std::mt19937 rng(seed++);
+        const uint32_t D = 1 + rng() % 8, V = 70, t0 = 3 + rng() % 5;
+        HostTree t = random_tree(n, D, 1 + rng() % 2, rng);
+        for (auto& tok : t.token) tok = rng() % 3;  // long matches are common
+        std::vector<float> x(size_t(n) * V);
+        for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+        for (uint32_t i = 0; i < n; ++i) x[size_t(i) * V + rng() % 3] = 2.0f;
+        // rep 0: room for everything; 1: the limit inside the step; 2: a stop token; 3: done already.
+        const uint32_t limit = rep == 1 ? 2 : 64, stop = rep == 2 ? 1 : 0, done0 = rep == 3 ? 1 : 0;
+        auto run = [&](bool fused) {
+          DeviceTree d(c, n, D);
+          upload_tree(d, t);
+          d.info.upload(std::vector<uint32_t>(kTreeInfoWords, 0));  // words no kernel here writes compare too
+          Buffer logits(c, x.size() * 4), am(c, n * 4), acc(c, (D + 1) * 4), arrivals(c, 16);
+          logits.upload(x);
+          arrivals.upload(std::vector<uint32_t>(4, 0));
+          acc.upload(std::vector<uint32_t>(D + 1, 0xffffffffu));
+          Buffer state(c, kStateWords * 4), sb(c, 64 * 4), out(c, (kOutTokens + 64) * 4);
+          std::vector<uint32_t> st(kStateWords, 0), seqv(64), o(kOutTokens + 64, 0);
+          st[kStateT] = t0, st[kStatePrevT] = 1, st[kStateDone] = done0;
+          for (uint32_t i = 0; i < 64; ++i) seqv[i] = 100 + i;
+          o[kOutLimit] = limit, o[kOutStopCount] = stop, o[kOutStop] = 1;
+          state.upload(st);
+          sb.upload(seqv);
+          out.upload(o);
+          Sequence seq(c);
+          seq.begin();
+          tree_meta(seq, d, n, 0, {});
+          const StepAdvanceArgs adv{&state, &sb, &out, kInfoBestHead};
+          argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, fused ? &adv : nullptr);
+          if (!fused) step_advance(seq, state, &d, &acc, sb, out, true, kInfoBestHead);
+          CHECK(seq.dispatch_count() == (fused && c.caps().max_stage_storage_buffers >= 11 ? 2u : 3u));
+          seq.run();
+          Outcome r{state.read<uint32_t>(kStateWords), sb.read<uint32_t>(64), out.read<uint32_t>(kOutTokens + 64),
+                    d.info.read<uint32_t>(kTreeInfoWords), acc.read<uint32_t>(D + 1)};
+          CHECK(arrivals.read<uint32_t>(1)[0] == 0);
+          return r;
+        };
+        const Outcome a = run(false), b = run(true);
+        INFO("n " << n << " D " << D << " rep " << rep << " storage buffers " << c.caps().max_stage_storage_buffers);
+        CHECK(b.state == a.state);
+        CHECK(b.seq == a.seq);
+        CHECK(b.out == a.out);
+        CHECK(b.info == a.info);
+        CHECK(b.accepted == a.accepted);
+        // It did advance (or, done already, did not): t moved by a + 1.
+        CHECK(b.state[kStateT] == (done0 ? t0 : t0 + a.info[kInfoAccepted] + 1));
+        checked += b.state[kStateDone] != done0;
+      }
+  }
+  CHECK(checked > 0);  // some runs reached the limit or the stop token
+  const auto messages = small.take_validation_messages();
+  CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 10-buffer context");
 }
 
 // ---- commit -------------------------------------------------------------------------------

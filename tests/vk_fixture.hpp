@@ -19,13 +19,19 @@
 
 namespace vkspec::test {
 
+// The suite's context options: validation on, no pipeline cache on disk; with `storage_buffers`
+// the device is presented as allowing only that many storage buffers a stage (the fallbacks of
+// the fused kernels that need more).
+inline ContextOptions test_context_options(uint32_t storage_buffers = 0) {
+  ContextOptions o;
+  o.validation = true;
+  o.pipeline_cache_dir = "-";
+  if (storage_buffers) o.stage_storage_buffers_limit = storage_buffers;
+  return o;
+}
+
 inline Context& vk_context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions o;
-    o.validation = true;
-    o.pipeline_cache_dir = "-";
-    return std::make_unique<Context>(o);
-  }();
+  static std::unique_ptr<Context> ctx = std::make_unique<Context>(test_context_options());
   return *ctx;
 }
 

@@ -6,8 +6,10 @@
  * "dynamic scalars": a push-constant pair (base, slot) whose value is
  *     base                     if slot == kDynFixed,
  *     base + state[slot]       otherwise,
- * (shaders/dyn.glsl; C++ side: vkspec::Dyn in ops.hpp). The step's last kernel, step_advance,
- * moves the state on; the host reads only the output list, once per submission.
+ * (shaders/dyn.glsl; C++ side: vkspec::Dyn in ops.hpp). step_advance (shaders/advance.glsl)
+ * moves the state on: the step's last kernel, or in a greedy tree step the acceptance's last
+ * workgroup (the commit after it reads the old t from kStatePrevT); the host reads only the
+ * output list, once per submission.
  *
  * Only what both languages parse may appear here: the preprocessor, comments and VKSPEC_U32.
  */

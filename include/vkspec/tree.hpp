@@ -148,9 +148,19 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
 // verifier_argmax[i], then accept_greedy: one dispatch instead of two, the same bits. The
 // workgroup that finishes its row last accepts; `arrivals` (4 bytes, zero before the first use)
 // counts them and is zero again after each dispatch.
+// With `advance`, the step then advances as step_advance() does with this tree and a counted
+// step (below): in the same dispatch, by the accepting workgroup, where the device allows 11
+// storage buffers a stage; otherwise a step_advance dispatch follows. Either way the state has
+// moved on after it: what runs later in the step reads the old t from kStatePrevT.
+struct StepAdvanceArgs {
+  const Buffer* state = nullptr;
+  const Buffer* seq_tokens = nullptr;
+  const Buffer* out_list = nullptr;
+  uint32_t win_slot = kDynFixed;
+};
 void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
                           const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
-                          KernelConfig cfg = {});
+                          const StepAdvanceArgs* advance = nullptr, KernelConfig cfg = {});
 
 // Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
 // t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`
@@ -177,7 +187,8 @@ void put_token(Sequence& seq, const Buffer& info, uint32_t slot, const Buffer& s
 
 // ---- the step's state (vkspec/step_state.h) ------------------------------------------------
 
-// The last dispatch of a step: advances `state` (kStateT, kStatePrevT, kStateAccepted) and emits
+// The last dispatch of a step (a greedy tree step does this in argmax_accept_greedy's advance
+// instead, the same code: shaders/advance.glsl): advances `state` (kStateT, kStatePrevT, kStateAccepted) and emits
 // y[t_old+1 .. t_new] to the host-visible output list `out_list` until its limit or a stop token
 // (then kStateDone / kOutDone). With a tree (its accept ran: a = info[kInfoAccepted]), it first
 // appends the accepted path, seq_tokens[t + e] = tree.token[accepted[e]] for e = 0..a, and the

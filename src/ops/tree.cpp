@@ -340,18 +340,23 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
 
 void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
                           const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
-                          KernelConfig cfg) {
+                          const StepAdvanceArgs* advance, KernelConfig cfg) {
   assert(tree.cap <= 0xffff && n >= 1 && n <= tree.cap);
   struct Push {
-    uint32_t W, N, V, x_offset, x_stride;
-  } push{tree.max_depth + 1, n, V, logits.offset, logits.stride};
+    uint32_t W, N, V, x_offset, x_stride, win_slot;
+  } push{tree.max_depth + 1, n, V, logits.offset, logits.stride, advance ? advance->win_slot : kDynFixed};
+  const bool fused = advance && seq.context().caps().max_stage_storage_buffers >= 11;
+  std::vector<Binding> b{logits.in(),   in(tree.token),       in(tree.head),     in(tree.retrieve),
+                         out(tree.info), out(verifier_argmax), out(accepted),     out(arrivals)};
+  if (fused)
+    b.insert(b.end(), {out(*advance->state), out(*advance->seq_tokens), out(*advance->out_list)});
   // The workgroup of an argmax row (the acceptance runs in whichever one finishes last).
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_argmax_accept", 8, sizeof(push), cfg,
-                                      row_reduction_workgroup(seq.context(), V, 1));
-  seq.dispatch(p,
-               {logits.in(), in(tree.token), in(tree.head), in(tree.retrieve), out(tree.info), out(verifier_argmax),
-                out(accepted), out(arrivals)},
-               push, n, 1, 1, "argmax_accept");
+  const Pipeline& p = simple_pipeline(seq.context(), fused ? "tree_argmax_accept_advance" : "tree_argmax_accept",
+                                      uint32_t(b.size()), sizeof(push), cfg, row_reduction_workgroup(seq.context(), V, 1));
+  seq.dispatch(p, b, push, n, 1, 1, "argmax_accept");
+  if (advance && !fused)
+    step_advance(seq, *advance->state, &tree, &accepted, *advance->seq_tokens, *advance->out_list,
+                 /*count_step=*/true, advance->win_slot);
 }
 
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,

@@ -84,8 +84,10 @@ void StepPlan::record_tree() {
     sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
   } else {
     // The verifier's argmax per node and accept(), greedy, in one dispatch: the longest match over
-    // all root-to-leaf rows (seed 000 §6.1), ties to the lower row.
-    argmax_accept_greedy(seq_, verifier_.logits(), N, V, vtree_, vargmax_, accepted_, arrivals_);
+    // all root-to-leaf rows (seed 000 §6.1), ties to the lower row. The same dispatch advances
+    // the step (step_advance's work): the commit below then finds the old t at prev_t.
+    const StepAdvanceArgs adv{&b_.state, &b_.seq_tokens, &b_.out_list, combiner_->win_slot()};
+    argmax_accept_greedy(seq_, verifier_.logits(), N, V, vtree_, vargmax_, accepted_, arrivals_, &adv);
   }
   end_verify_ = seq_.dispatch_count();
   if (shape_.sampling) {
@@ -96,13 +98,16 @@ void StepPlan::record_tree() {
     accept_sample(seq_, vtree_, aa);
   }
   // commit(): accepted KV rows into place, their features for the drafters' next ingest; then
-  // step_advance appends the tokens and the next root after them and moves t to t + a + 1.
+  // (sampling) step_advance appends the tokens and the next root after them and moves t to
+  // t + a + 1. Greedy steps advanced in the acceptance: the step's t is prev_t by now.
+  const Dyn t = shape_.sampling ? b_.t() : b_.prev_t();
   const RowGather features = verifier_.feature_gather(seq_.context(), b_.features());
-  verifier_.commit(seq_, vtree_, accepted_, b_.t(), &features);
+  verifier_.commit(seq_, vtree_, accepted_, t, &features);
   if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
     gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
-  step_advance(seq_, b_.state, &vtree_, &accepted_, b_.seq_tokens, b_.out_list, /*count_step=*/true,
-               combiner_->win_slot());
+  if (shape_.sampling)
+    step_advance(seq_, b_.state, &vtree_, &accepted_, b_.seq_tokens, b_.out_list, /*count_step=*/true,
+                 combiner_->win_slot());
 }
 
 StepPlan::Timing StepPlan::timing() const {

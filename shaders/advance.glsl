@@ -1,0 +1,49 @@
+// The step's last act (step_advance.comp; with greedy acceptance, the last workgroup of
+// tree_argmax_accept.comp's ADVANCE variant): moves the step state on and emits the step's tokens
+// to the host-visible output list (vkspec/step_state.h).
+//   tree mode: y[t .. t+a] = token[accepted[0 .. a]] (a = info[kInfoAccepted]; accepted[0] is the
+//              root, y[t] itself) and the next root y[t+a+1] = info[kInfoNextRoot]; t += a + 1;
+//   ar mode:   y[t+1] is already written, or (has_am) it is `am`; t += 1.
+// Tokens are emitted in order until the limit or a stop token (included); then the state is done.
+// kStatePrevT keeps the old t, so what runs after it in the step (the KV commit) reads that.
+// One invocation. Needs the buffers state, info, seq_tokens, out_list, accepted and token, and
+// step_state.h / tree_limits.h.
+#ifndef VKSPEC_ADVANCE_GLSL
+#define VKSPEC_ADVANCE_GLSL
+void advance_step(bool tree_mode, bool has_am, uint am, bool count_step, uint win_slot) {
+  if (state[kStateDone] != 0) return;
+  const uint t_old = state[kStateT];
+  uint a = 0, t_new = t_old + 1;
+  if (tree_mode) {
+    a = info[kInfoAccepted];
+    t_new = t_old + a + 1;
+    for (uint e = 0; e <= a; ++e) seq_tokens[t_old + e] = token[accepted[e]];
+    seq_tokens[t_new] = info[kInfoNextRoot];
+  } else if (has_am) {
+    seq_tokens[t_new] = am;
+  }
+  uint n = out_list[kOutCount];
+  const uint limit = out_list[kOutLimit], n_stop = min(out_list[kOutStopCount], kOutMaxStop);
+  bool done = n >= limit;
+  for (uint p = t_old + 1; p <= t_new && !done; ++p) {
+    const uint tok = seq_tokens[p];
+    out_list[kOutTokens + n] = tok;
+    ++n;
+    for (uint s = 0; s < n_stop; ++s) done = done || tok == out_list[kOutStop + s];
+    done = done || n >= limit;
+  }
+  out_list[kOutCount] = n;
+  if (count_step) {
+    out_list[kOutSteps] += 1;
+    out_list[kOutHist + min(a, kOutHistWords - 1)] += 1;
+    if (win_slot != kDynFixed) out_list[kOutWins + (info[win_slot] & 3u)] += 1;
+  }
+  state[kStateT] = t_new;
+  state[kStatePrevT] = t_old;
+  state[kStateAccepted] = a;
+  if (done) {
+    state[kStateDone] = 1;
+    out_list[kOutDone] = 1;
+  }
+}
+#endif
