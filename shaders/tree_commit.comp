@@ -32,25 +32,27 @@ layout(push_constant) uniform Push {
 #include "reduce.glsl"
 #include "rms_row.glsl"
 void main() {
-  const uint c = gl_GlobalInvocationID.x;
+  // One workgroup per stream or gathered row, its lanes striding over the columns: a grid of
+  // (1, rows) — on CPU rasterizers every workgroup is a job, and most of a wide grid would idle.
+  const uint lid = gl_LocalInvocationID.x;
   if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
     const uint e = gl_WorkGroupID.y - pc.streams;
     // Both conditions are the workgroup's own, so the reduction's barriers are uniform.
     if (e > info[kInfoAccepted]) return;
     const uint so = pc.s_offset + accepted[e] * pc.s_stride, d = pc.d_offset + e * pc.d_stride;
     if (pc.norm == 0) {
-      if (c < pc.cols) dst[d + c] = src[so + c];
+      for (uint c = lid; c < pc.cols; c += WG) dst[d + c] = src[so + c];
       return;
     }
-    if (gl_WorkGroupID.x != 0) return;  // the first workgroup of the row walks all of it
     RMS_ROW(dst, d, src, so, norm_w, 0, pc.cols, pc.eps)
     return;
   }
-  if (c >= pc.row_words) return;
-  const uint base = gl_WorkGroupID.y * pc.stream_words + c;
   const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
   const uint t = dyn(pc.t, pc.t_slot);
-  uint v[MAXROWS];
-  for (uint e = 0; e < rows; ++e) v[e] = cache[base + (t + accepted[e]) * pc.row_words];
-  for (uint e = 0; e < rows; ++e) cache[base + (t + e) * pc.row_words] = v[e];
+  for (uint c = lid; c < pc.row_words; c += WG) {
+    const uint base = gl_WorkGroupID.y * pc.stream_words + c;
+    uint v[MAXROWS];
+    for (uint e = 0; e < rows; ++e) v[e] = cache[base + (t + accepted[e]) * pc.row_words];
+    for (uint e = 0; e < rows; ++e) cache[base + (t + e) * pc.row_words] = v[e];
+  }
 }

@@ -368,12 +368,12 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   // Without a gather its bindings are never touched: the tree's info and the cache stand in
   // (the latter as written: the shader declares its destination writable).
   Binding src = in(tree.info), dst = out(cache), norm = in(tree.info);
-  uint32_t width = row_words, rows = streams, wg = 64;
+  uint32_t rows = streams, wg = 64;
   if (gather) {
     push.cols = gather->cols, push.s_offset = gather->src.offset, push.s_stride = gather->src.stride;
     push.d_offset = gather->dst.offset, push.d_stride = gather->dst.stride;
     src = gather->src.in(), dst = gather->dst.out();
-    width = std::max(width, gather->cols), rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
+    rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
     if (gather->norm) {
       assert(gather->norm != &cache && gather->norm != gather->dst.buf);
       push.norm = 1, push.eps = gather->eps, norm = in(*gather->norm);
@@ -382,7 +382,7 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   }
   const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 7, sizeof(push), cfg, wg);
   seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted), src, dst, norm}, push,
-               groups(width, wg_of(p)), rows, 1, "commit_rows");
+               1, rows, 1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
