@@ -270,13 +270,21 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
 // 16 (2-vCPU Xeon, 4096²: f16 B = 16 / 64 47 / 48 -> 55 / 57 GFLOP/s, q8_0 52 / 54 -> 62 / 64;
 // the 512-wide 8-layer model's 16-row forward ~15% faster): each weight texel a lane fetches — on a CPU
 // rasterizer a call that gathers 8 lanes' 16 bytes one by one — then feeds twice the
-// multiply-adds. Only B a multiple of 16 takes it: the tile is one more pipeline per weight type
-// and fold (lavapipe compiles it in ~2 s, against ~0.4 s), not one per B, and other B split
-// evenly into tiles of at most 8 as before (B = 17 as 16 + 1 would compute 32 rows).
+// multiply-adds. f16 and f32 also run any B of 9..16 as one tile of B rather than two of at most 8,
+// which fetch every weight twice: the verify pass of a tree of 9..16 nodes (2-vCPU EPYC,
+// single-threaded, B = 9: the demo's gate|up 1024x192 206 -> 158 us, 192x512 82 -> 62 us; the
+// 512-wide model's 1536x512 660 -> 484 us; B = 11 / 13 19% / 17% faster; 4096² B = 12 on 2 threads
+// 8.9 -> 6.8 ms). q8_0 keeps tiles of 8 there (its per-half partial sums double the live
+// accumulators: 4096² B = 12 6.2 -> 6.8 ms with a tile of 12). Past 16, B a multiple of 16 takes
+// 16 and any other B splits evenly into tiles of at most 8 (B = 17 as 16 + 1 would compute 32
+// rows); each tile size is one more pipeline per weight type and fold (lavapipe compiles a wide
+// one in ~2 s, against ~0.4 s), so the wide tiles stay to the sizes a tree's verify pass has.
 // The block types decode a whole block per row into registers and stay at 4.
 constexpr uint32_t kLanesBatchTile = 8, kLanesBatchTileWide = 16, kBlockBatchTile = 4;
-uint32_t lanes_flat_batch_tile(uint32_t B) {
-  return B % kLanesBatchTileWide == 0 && B > 0 ? kLanesBatchTileWide : lanes_batch_tile(B, kLanesBatchTile);
+uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type) {
+  if (B > 0 && B % kLanesBatchTileWide == 0) return kLanesBatchTileWide;
+  if (type != WeightType::Q8_0 && B <= kLanesBatchTileWide) return std::max(B, 1u);
+  return lanes_batch_tile(B, kLanesBatchTile);
 }
 }  // namespace
 
@@ -323,7 +331,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B), fold_norm, fold_glu, 0, 1,
+                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0), fold_norm, fold_glu, 0, 1,
                          fold_glu ? uint32_t(args.glu_act) : 0u};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
@@ -344,7 +352,8 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     for (const auto& c : W.chunks) {
       MatmulLanesSpec cs = spec;
       const uint32_t block = weight_type_block(c.type);
-      if (block > 1 && c.type != WeightType::Q8_0 && !cfg.batch_tile) cs.bt = lanes_batch_tile(B, kBlockBatchTile);
+      if (!cfg.batch_tile)  // per chunk: a file's tensors may mix types
+        cs.bt = block > 1 && c.type != WeightType::Q8_0 ? lanes_batch_tile(B, kBlockBatchTile) : lanes_flat_batch_tile(B, c.type);
       // 256-value file blocks keep each row's whole block (q3_K, q6_K, iq4_xs) or a 32-byte
       // chunk of it (q4_K, q5_K) in registers, unrolled over its sub-blocks: more rows per lane
       // spill and multiply the shader's size, and with it the driver's compile time.
