@@ -167,8 +167,9 @@ inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int varia
   args.cfg.x_shuffle = x_shuffle;
   // On CPU-like devices (ops/matmul.cpp's lanes tiles): block types run 3, 5 and 9 as tiles of
   // 3 rows, the others as tiles of 2 or 4; f16 / f32 run 2..16 as one tile of B (13: a wide tile
-  // whose x spreads over 4 texels a lane), q8_0 up to 8 rows a tile; 64 and 256 take tiles of 16.
-  for (uint32_t B : {2u, 3u, 5u, 7u, 9u, 13u, 16u, 64u, 256u}) {
+  // whose x spreads over 4 texels a lane) and 42 as three of 14, q8_0 up to 8 rows a tile; 64
+  // and 256 take tiles of 16.
+  for (uint32_t B : {2u, 3u, 5u, 7u, 9u, 13u, 16u, 42u, 64u, 256u}) {
     Sequence seq(ctx);
     seq.begin();
     matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);

@@ -270,21 +270,20 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
 // 16 (2-vCPU Xeon, 4096²: f16 B = 16 / 64 47 / 48 -> 55 / 57 GFLOP/s, q8_0 52 / 54 -> 62 / 64;
 // the 512-wide 8-layer model's 16-row forward ~15% faster): each weight texel a lane fetches — on a CPU
 // rasterizer a call that gathers 8 lanes' 16 bytes one by one — then feeds twice the
-// multiply-adds. f16 and f32 also run any B of 9..16 as one tile of B rather than two of at most 8,
-// which fetch every weight twice: the verify pass of a tree of 9..16 nodes (2-vCPU EPYC,
-// single-threaded, B = 9: the demo's gate|up 1024x192 206 -> 158 us, 192x512 82 -> 62 us; the
-// 512-wide model's 1536x512 660 -> 484 us; B = 11 / 13 19% / 17% faster; 4096² B = 12 on 2 threads
-// 8.9 -> 6.8 ms). q8_0 keeps tiles of 8 there (its per-half partial sums double the live
-// accumulators: 4096² B = 12 6.2 -> 6.8 ms with a tile of 12). Past 16, B a multiple of 16 takes
-// 16 and any other B splits evenly into tiles of at most 8 (B = 17 as 16 + 1 would compute 32
-// rows); each tile size is one more pipeline per weight type and fold (lavapipe compiles a wide
-// one in ~2 s, against ~0.4 s), so the wide tiles stay to the sizes a tree's verify pass has.
+// multiply-adds. f16 and f32 split every other B evenly into tiles of at most 16 too, not 8:
+// fewer tiles fetch every weight fewer times (2-vCPU EPYC, single-threaded: B = 9 as one tile,
+// not two of 5, the demo's gate|up 1024x192 206 -> 158 us and the 512-wide model's 1536x512
+// 660 -> 484 us; B = 17 as two tiles of 9, not three of 6, 12%; B = 42 as three of 14, not six of
+// 7, 14-18%). q8_0 keeps tiles of at most 8 between multiples of 16: its per-half partial sums
+// double the live accumulators (4096² B = 12, 2 threads: 6.2 -> 6.8 ms with a tile of 12).
+// B = 17 as 16 + 1 would compute 32 rows, hence the even split. Each tile size is one more
+// pipeline per weight type and fold (lavapipe compiles a 16-row one in ~2 s, an 8-row one in
+// ~0.4 s); a model meets a few (its verify pass, its prefill chunks), never one per step.
 // The block types decode a whole block per row into registers and stay at 4.
 constexpr uint32_t kLanesBatchTile = 8, kLanesBatchTileWide = 16, kBlockBatchTile = 4;
 uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type) {
   if (B > 0 && B % kLanesBatchTileWide == 0) return kLanesBatchTileWide;
-  if (type != WeightType::Q8_0 && B <= kLanesBatchTileWide) return std::max(B, 1u);
-  return lanes_batch_tile(B, kLanesBatchTile);
+  return lanes_batch_tile(B, type == WeightType::Q8_0 ? kLanesBatchTile : kLanesBatchTileWide);
 }
 }  // namespace
 
