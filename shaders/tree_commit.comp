@@ -28,28 +28,32 @@ layout(push_constant) uniform Push {
   uint streams, cols, s_offset, s_stride, d_offset, d_stride;
   uint norm;
   float eps;
+  uint slice;  // columns a workgroup moves (a multiple of WG): workgroup x takes [x·slice, x·slice + slice)
 } pc;
 #include "reduce.glsl"
 #include "rms_row.glsl"
 void main() {
-  // One workgroup per stream or gathered row, its lanes striding over the columns: a grid of
-  // (1, rows) — on CPU rasterizers every workgroup is a job, and most of a wide grid would idle.
-  const uint lid = gl_LocalInvocationID.x;
+  // Workgroup (x, y) moves columns [x·slice, x·slice + slice) of stream or gathered row y, its
+  // lanes striding over them: a narrow grid (on CPU rasterizers every workgroup is a job, and
+  // most of a grid of one column per lane would idle), with a lane's loop still bounded (drivers
+  // with a loop budget, ops/tree.cpp).
+  const uint lid = gl_LocalInvocationID.x, c0 = gl_WorkGroupID.x * pc.slice, c1 = c0 + pc.slice;
   if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
     const uint e = gl_WorkGroupID.y - pc.streams;
     // Both conditions are the workgroup's own, so the reduction's barriers are uniform.
     if (e > info[kInfoAccepted]) return;
     const uint so = pc.s_offset + accepted[e] * pc.s_stride, d = pc.d_offset + e * pc.d_stride;
     if (pc.norm == 0) {
-      for (uint c = lid; c < pc.cols; c += WG) dst[d + c] = src[so + c];
+      for (uint c = c0 + lid; c < min(c1, pc.cols); c += WG) dst[d + c] = src[so + c];
       return;
     }
+    if (gl_WorkGroupID.x != 0) return;  // the first workgroup of the row walks all of it
     RMS_ROW(dst, d, src, so, norm_w, 0, pc.cols, pc.eps)
     return;
   }
   const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
   const uint t = dyn(pc.t, pc.t_slot);
-  for (uint c = lid; c < pc.row_words; c += WG) {
+  for (uint c = c0 + lid; c < min(c1, pc.row_words); c += WG) {
     const uint base = gl_WorkGroupID.y * pc.stream_words + c;
     uint v[MAXROWS];
     for (uint e = 0; e < rows; ++e) v[e] = cache[base + (t + accepted[e]) * pc.row_words];

@@ -205,7 +205,7 @@ TEST_CASE_FIXTURE(VkTest, "tree: commit_rows and gather_rows equal the CPU moves
   }
   for (uint32_t wg : kWorkgroups)
     for (const auto& path : paths)
-      for (uint32_t row_floats : {1u, 37u, 130u}) {
+      for (uint32_t row_floats : {1u, 37u, 130u, 600u}) {  // 600: past a workgroup's slice of 16 columns a lane
         std::mt19937 rng(seed++);
         const uint32_t a = uint32_t(path.size()) - 1, t = 3 + rng() % 5, N = path.back() + 1;
         const uint32_t max_depth = 63;

@@ -78,8 +78,9 @@ struct CommitPush {
   uint32_t streams, cols, s_offset, s_stride, d_offset, d_stride;  // the folded gather (cols 0: none)
   uint32_t norm;
   float eps;
+  uint32_t slice;  // columns per workgroup
 };
-static_assert(sizeof(CommitPush) == 48);
+static_assert(sizeof(CommitPush) == 52);
 
 struct GatherPush {
   uint32_t cols, s_offset, s_stride, d_offset, d_stride;
@@ -364,16 +365,16 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
   assert(streams >= 1 && (streams == 1 || stream_words >= row_words));
   assert(!gather || (gather->src.buf != &cache && gather->dst.buf != &cache && gather->src.buf != gather->dst.buf));
-  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0, 0, 0.0f};
+  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0, 0, 0.0f, 0};
   // Without a gather its bindings are never touched: the tree's info and the cache stand in
   // (the latter as written: the shader declares its destination writable).
   Binding src = in(tree.info), dst = out(cache), norm = in(tree.info);
-  uint32_t rows = streams, wg = 64;
+  uint32_t width = row_words, rows = streams, wg = 64;
   if (gather) {
     push.cols = gather->cols, push.s_offset = gather->src.offset, push.s_stride = gather->src.stride;
     push.d_offset = gather->dst.offset, push.d_stride = gather->dst.stride;
     src = gather->src.in(), dst = gather->dst.out();
-    rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
+    width = std::max(width, gather->cols), rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
     if (gather->norm) {
       assert(gather->norm != &cache && gather->norm != gather->dst.buf);
       push.norm = 1, push.eps = gather->eps, norm = in(*gather->norm);
@@ -381,8 +382,14 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
     }
   }
   const Pipeline& p = simple_pipeline(seq.context(), "tree_commit", 7, sizeof(push), cfg, wg);
+  // Each workgroup moves up to kCommitPasses columns a lane: a narrow grid (on CPU rasterizers a
+  // workgroup is a job: the demo's ~430 workgroups of 8 lanes, one column each, cost 150-200 us a
+  // step single-threaded, 2 x 17 of them ~50 us), and a lane's loops stay far inside a driver's
+  // loop budget (DeviceCaps::Quirks::loop_iteration_limit: passes x (2 x kTreeMaxPath + 1)).
+  constexpr uint32_t kCommitPasses = 16;
+  push.slice = wg_of(p) * kCommitPasses;
   seq.dispatch(p, {in(tree.info), in(accepted), out(cache), t.binding(accepted), src, dst, norm}, push,
-               1, rows, 1, "commit_rows");
+               groups(width, push.slice), rows, 1, "commit_rows");
 }
 
 void gather_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Mat src, Mat dst, uint32_t cols,
