@@ -38,12 +38,16 @@ inline constexpr double kAutoMinGain = 1.15;
 // keeps each candidate's best tokens/s and returns pick_trial's choice. Configurations the engine
 // refuses (a budget past the tree kernels' limits, a missing head) are reported in `trials` and
 // skipped. An empty `topks` tries base.topk only; the heads must have been built for the largest.
+// With `budgets_are_ceilings` (the user named no budget, or asked for `auto`), a budget larger
+// than a top-k's draft can fill (max_draft_budget: a top-k 1 draft is a chain of `depth` nodes)
+// is tried at that size instead of being skipped, once per (strategy, top-k).
 AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1, EagleHead* head2,
                            const EngineOptions& base, const std::vector<Strategy>& strategies,
                            const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& topks,
                            const std::vector<uint32_t>& prompt,
                            uint32_t n_trial = 32, uint32_t rounds = 3,
-                           const std::function<void(const AutoTrial&)>& on_trial = {});
+                           const std::function<void(const AutoTrial&)>& on_trial = {},
+                           bool budgets_are_ceilings = false);
 
 // The index in `trials` (trials[0] is `ar`) of the fastest candidate that ran, if it beat `ar` by
 // more than min_gain; otherwise 0 (`ar`).

@@ -65,6 +65,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   const std::string strategy_opt = args.get("strategy", "ar");
   const bool auto_strategy = strategy_opt == "auto";
   s.engine.strategy = auto_strategy ? Strategy::AR : parse_strategy(strategy_opt);
+  const bool budget_given = args.has("budget");
   const std::string budget_opt = args.get("budget", "8");
   const bool auto_budget = budget_opt == "auto";
   const std::vector<uint32_t> candidates =
@@ -111,7 +112,8 @@ static int run_generate(const std::vector<std::string>& argv) {
           else
             std::fprintf(stderr, "auto: %-10s budget %3u top-k %2u: tau %.2f, %.1f tokens/s\n", strategy_name(t.strategy),
                          t.budget, t.topk, t.tau, t.tokens_per_s);
-        });
+        },
+        auto_budget || !budget_given);
     s.engine = c.options;
     const std::string shape = s.engine.strategy == Strategy::AR ? std::string()
                                                                  : " budget " + std::to_string(s.engine.budget) + " top-k " +

@@ -11,7 +11,8 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
                            const EngineOptions& base, const std::vector<Strategy>& strategies,
                            const std::vector<uint32_t>& budgets, const std::vector<uint32_t>& topks,
                            const std::vector<uint32_t>& prompt,
-                           uint32_t n_trial, uint32_t rounds, const std::function<void(const AutoTrial&)>& on_trial) {
+                           uint32_t n_trial, uint32_t rounds, const std::function<void(const AutoTrial&)>& on_trial,
+                           bool budgets_are_ceilings) {
   if (budgets.empty()) throw Error("automatic choice: no budget to try");
   AutoChoice out;
   auto candidate = [](Strategy s, uint32_t b, uint32_t k) {
@@ -24,7 +25,15 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
   for (Strategy s : strategies) {
     if (s == Strategy::AR) continue;
     for (uint32_t k : ks)
-      for (uint32_t b : budgets) out.trials.push_back(candidate(s, b, k));
+      for (uint32_t b : budgets) {
+        // Only a top-k and depth the engine accepts have a size to fit (0: refused as given).
+        if (const uint32_t most = max_draft_budget(s, k, base.depth); budgets_are_ceilings && k >= 1 && most >= 1)
+          b = std::min(b, most);
+        const bool seen = std::any_of(out.trials.begin(), out.trials.end(), [&](const AutoTrial& t) {
+          return t.strategy == s && t.budget == b && t.topk == k;
+        });
+        if (!seen) out.trials.push_back(candidate(s, b, k));
+      }
   }
   rounds = std::max(1u, rounds);
   for (uint32_t r = 0; r < rounds; ++r)
