@@ -121,6 +121,13 @@ def check_schema(j):
     strategies = [r["strategy"] for r in j["speculative"]["results"]]
     check(sorted(set(strategies)) == sorted(["ar", "single1", "single2", "route", "merge", "merge-trie"]),
           f"every strategy ({strategies})")
+    # Every strategy at top-k 4 and budget 8 and at top-k 1, whose chain of `depth` nodes holds
+    # at most that many per head: budget 8 lowered to the depth, each configuration once.
+    depth = j["speculative"]["depth"]
+    configs = [(r["strategy"], r["budget"], r["topk"]) for r in j["speculative"]["results"]]
+    spec = ["single1", "single2", "route", "merge", "merge-trie"]
+    check(configs == [("ar", 0, 0)] + [(s, 8, 4) for s in spec] + [(s, depth, 1) for s in spec],
+          f"ar, then each strategy at top-k 4 budget 8 and top-k 1 budget {depth} ({configs})")
     for r in j["speculative"]["results"]:
         check("error" not in r, f"{r['strategy']} ran ({r.get('error')})")
         if "error" in r:
@@ -184,17 +191,18 @@ def check_markdown(md, j):
               f"size and params {cells[1:3]}")
         same(cells[5], t["tokens_per_s"], 2, f"{t['test']} t/s")
     (h, rows) = tables[1]
-    check(h == ["strategy", "budget", "τ", "t/s", "speedup", "nodes/step", "dispatches/step", "waits/step"],
+    check(h == ["strategy", "budget", "top-k", "τ", "t/s", "speedup", "nodes/step", "dispatches/step", "waits/step"],
           f"speculative columns {h}")
     res = j["speculative"]["results"]
     check(len(rows) == len(res), "one speculative row per configuration")
     for cells, r in zip(rows, res):
-        check(cells[0] == r["strategy"] and int(cells[1]) == r["budget"], f"speculative row {cells[:2]}")
-        same(cells[2], r["tau"], 2, f"{r['strategy']} τ")
-        same(cells[3], r["tokens_per_s"], 2, f"{r['strategy']} t/s")
-        same(cells[4], r["speedup"], 2, f"{r['strategy']} speedup")
-        check(int(cells[5]) == r["nodes_per_step"] and int(cells[6]) == r["dispatches_per_step"], "nodes, dispatches")
-        check(abs(float(cells[7]) - r["host_waits_per_step"]) <= 0.005 + 1e-9, "waits/step")
+        check(cells[0] == r["strategy"] and int(cells[1]) == r["budget"] and int(cells[2]) == r["topk"],
+              f"speculative row {cells[:3]}")
+        same(cells[3], r["tau"], 2, f"{r['strategy']} τ")
+        same(cells[4], r["tokens_per_s"], 2, f"{r['strategy']} t/s")
+        same(cells[5], r["speedup"], 2, f"{r['strategy']} speedup")
+        check(int(cells[6]) == r["nodes_per_step"] and int(cells[7]) == r["dispatches_per_step"], "nodes, dispatches")
+        check(abs(float(cells[8]) - r["host_waits_per_step"]) <= 0.005 + 1e-9, "waits/step")
     for (h, rows), key in ((tables[2], "gb_per_s"), (tables[3], "gflop_per_s")):
         batches = [int(c[2:]) for c in h[1:]]
         check(batches == [1, 2, 4, 8, 16, 32, 64], f"matmul batch columns {h}")
@@ -288,7 +296,9 @@ def main():
                 a, b = num_pair(pp[0][1]), num_pair(pp[0][2])
                 check(a and b and abs(b[0] - round(j["models"][0]["tests"][0]["tokens_per_s"]["mean"] / 2, 2)) < 0.011,
                       f"the comparison shows each file's own figure ({pp[0]})")
-            check(any(c[0].startswith("merge B=") and c[0].endswith("speedup") for c in rows), "speedup rows")
+            for k in (4, 1):
+                check(any(c[0].startswith("merge B=") and c[0].endswith(f" k={k} speedup") for c in rows),
+                      f"merge speedup rows at top-k {k}")
     print(f"{len(FAILS)} failure(s), {time.time() - t0:.0f} s", file=sys.stderr)
     return 1 if FAILS else 0
 

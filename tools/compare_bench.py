@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 tools/compare_bench.py A.json B.json ... [--png OUT.png] [--md OUT.md]
 
 Prints (or writes with --md) one markdown table with a column per device: pp/tg tokens/s per
-model, τ / tokens/s / speedup per strategy and budget, matmul GB/s per type at B = 1, 16, 64,
+model, τ / tokens/s / speedup per strategy, budget and top-k, matmul GB/s per type at B = 1, 16, 64,
 and c(16). With --png (Debian's python3-matplotlib) draws τ and speedup per strategy and matmul
 GB/s by batch, one series per device. Figures flagged unreliable in a file carry a †.
 """
@@ -38,6 +38,13 @@ def cell(stat, digits=2):
     return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}{mark}"
 
 
+def config_of(data, r, sep=" "):
+    """A speculative row's label: strategy, budget and top-k (files from before the suite ran
+    several top-ks give one top-k for the whole table)."""
+    k = r.get("topk", data["speculative"].get("topk", 0))
+    return f"{r['strategy']}{sep}B={r['budget']} k={k}"
+
+
 def rows_of(data):
     """(row label, stat) for every figure the comparison table shows, in order."""
     out = []
@@ -45,7 +52,7 @@ def rows_of(data):
         for t in m["tests"]:
             out.append((f"{m['model']} {m['type']} {t['test']} t/s", t.get("tokens_per_s")))
     for r in data["speculative"]["results"]:
-        name = r["strategy"] + ("" if r["strategy"] == "ar" else f" B={r['budget']}")
+        name = r["strategy"] if r["strategy"] == "ar" else config_of(data, r)
         for key, unit in (("tau", "τ"), ("tokens_per_s", "t/s"), ("speedup", "speedup")):
             if key == "speedup" and r["strategy"] == "ar":
                 continue
@@ -103,14 +110,14 @@ def plot(files, out):
         for r in data["speculative"]["results"]:
             if "error" in r or r["strategy"] == "ar":
                 continue
-            key = f"{r['strategy']}\nB={r['budget']}"
+            key = config_of(data, r, "\n")
             if key not in configs:
                 configs.append(key)
     for ax, key, ylabel in ((axes[0][0], "tau", "τ (tokens per verifier pass)"),
                             (axes[0][1], "speedup", "speedup over ar")):
         ax.set_visible(True)
         for i, (name, data) in enumerate(files):
-            vals = {f"{r['strategy']}\nB={r['budget']}": r[key] for r in data["speculative"]["results"]
+            vals = {config_of(data, r, "\n"): r[key] for r in data["speculative"]["results"]
                     if "error" not in r and r["strategy"] != "ar"}
             xs = [j + (i - (len(files) - 1) / 2) * width for j in range(len(configs))]
             ax.bar(xs, [vals[c]["mean"] if c in vals else 0 for c in configs], width,

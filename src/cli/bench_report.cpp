@@ -221,12 +221,15 @@ std::string suite_markdown(const nlohmann::json& j) {
   md << "\n**Speculative decoding** (" << sp.at("model").get<std::string>() << ", heads "
      << sp.at("heads").at(0).get<std::string>() << " + " << sp.at("heads").at(1).get<std::string>() << ", "
      << sp.at("prompts").get<int>() << " prompts × " << sp.at("new_tokens").get<int>() << " tokens, depth "
-     << sp.at("depth").get<int>() << ", top-k " << sp.at("topk").get<int>() << ", greedy)\n\n";
-  md << "| strategy | budget | τ | t/s | speedup | nodes/step | dispatches/step | waits/step |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+     << sp.at("depth").get<int>() << ", greedy)\n\n";
+  md << "| strategy | budget | top-k | τ | t/s | speedup | nodes/step | dispatches/step | waits/step |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : sp.at("results")) {
-    const std::string what = r.at("strategy").get<std::string>() + " B=" + std::to_string(r.at("budget").get<int>());
-    md << "| " << r.at("strategy").get<std::string>() << " | " << r.at("budget").get<int>() << " | ";
+    // Files written before the suite ran several top-ks give one top-k for all rows.
+    const int topk = r.contains("topk") ? r.at("topk").get<int>() : sp.value("topk", 0);
+    const std::string what = r.at("strategy").get<std::string>() + " B=" + std::to_string(r.at("budget").get<int>()) +
+                             " k=" + std::to_string(topk);
+    md << "| " << r.at("strategy").get<std::string>() << " | " << r.at("budget").get<int>() << " | " << topk << " | ";
     if (r.contains("error")) {
       md << "skipped: " << r.at("error").get<std::string>() << " | | | | | |\n";
       continue;

@@ -8,6 +8,7 @@
 // configuration runs once, in alternating order, so drift over the run hits them all alike.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -38,6 +39,10 @@ struct SuiteConfig {
   std::vector<uint32_t> cost_rows{1, 2, 4, 8, 16, 32, 64};
   uint32_t cost_per_submit = 1;
   std::vector<uint32_t> budgets;
+  // Each top-k runs every budget, lowered to what its draft holds (max_draft_budget: a top-k 1
+  // draft is a chain of `depth` nodes), each (strategy, budget, top-k) once. Top-k 4 is the
+  // demo's default; top-k 1 is what wins where a dispatch costs more than its rows (lavapipe).
+  std::vector<uint32_t> topks{4, 1};
   uint32_t prompts = 2, new_tokens = 32;
 };
 
@@ -206,9 +211,9 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
   if (prompts.empty()) throw Error(dir + "/prompts.txt holds no prompts");
 
   struct Config {
-    Config(Strategy st, uint32_t b) : s(st), budget(b) {}
+    Config(Strategy st, uint32_t b, uint32_t k) : s(st), budget(b), topk(k) {}
     Strategy s;
-    uint32_t budget;
+    uint32_t budget, topk;
     std::unique_ptr<Engine> engine;
     std::string error;
     std::vector<double> tau, tps, speedup;
@@ -217,14 +222,20 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
     uint64_t steps = 0;
   };
   std::vector<Config> cfgs;
-  cfgs.emplace_back(Strategy::AR, 0);
-  for (uint32_t B : c.budgets)
-    for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie})
-      cfgs.emplace_back(s, B);
+  cfgs.emplace_back(Strategy::AR, 0, 0);
+  for (uint32_t K : c.topks)
+    for (uint32_t B : c.budgets)
+      for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+        const uint32_t b = std::min(B, max_draft_budget(s, K, base.depth));
+        const bool seen = std::any_of(cfgs.begin(), cfgs.end(),
+                                      [&](const Config& x) { return x.s == s && x.budget == b && x.topk == K; });
+        if (b && !seen) cfgs.emplace_back(s, b, K);
+      }
   for (Config& k : cfgs) {
     EngineOptions eo = base;
     eo.strategy = k.s;
     eo.budget = k.s == Strategy::AR ? bmax : k.budget;
+    if (k.s != Strategy::AR) eo.topk = k.topk;
     try {
       k.engine = std::make_unique<Engine>(ctx, model, &h1, &h2, eo);
       for (auto& p : prompts) k.engine->check_fits(p, c.new_tokens);
@@ -245,7 +256,8 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
       Config& k = cfgs[i];
       if (!k.engine) continue;
       progress(std::string(r < 0 ? "warm-up" : "rep " + std::to_string(r + 1) + "/" + std::to_string(c.reps)) +
-               " " + strategy_name(k.s) + (k.s == Strategy::AR ? "" : " B=" + std::to_string(k.budget)));
+               " " + strategy_name(k.s) +
+               (k.s == Strategy::AR ? "" : " B=" + std::to_string(k.budget) + " k=" + std::to_string(k.topk)));
       uint64_t toks = 0, steps = 0;
       double secs = 0, waits = 0;
       for (auto& p : prompts) {
@@ -270,7 +282,7 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
   const double tick = double(clock_type::period::num) / clock_type::period::den;
   nlohmann::json results = nlohmann::json::array();
   for (Config& k : cfgs) {
-    nlohmann::json row = {{"strategy", strategy_name(k.s)}, {"budget", k.budget}};
+    nlohmann::json row = {{"strategy", strategy_name(k.s)}, {"budget", k.budget}, {"topk", k.topk}};
     if (!k.engine) {
       row["error"] = k.error;
     } else {
@@ -288,7 +300,6 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
           {"prompts", prompts.size()},
           {"new_tokens", c.new_tokens},
           {"depth", base.depth},
-          {"topk", base.topk},
           {"temperature", 0.0},
           {"results", results}};
 }
