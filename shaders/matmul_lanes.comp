@@ -305,6 +305,43 @@ void q6_dot_texels(uint w[R][RAW_WORDS], uint s, vec4 xp[XB], inout float acc[RB
 }
 #endif
 
+#if defined(RAW_BLOCKS)
+// q4_0, q5_0, q5_1 rows of whole groups of 8 blocks, stored row-major (long rows on the texel
+// path, weights.glsl's raw_block): a group is GT texels from a texel boundary (8 blocks of 18, 22
+// or 24 bytes: 144, 176, 192 bytes), so block j's bytes sit at constant offsets in it. Block by
+// block, each row fetches only the texels that block reaches past the previous one's, the shared
+// texel carried over: 9 / 11 / 12 fetches a group and row, not 3–4 a block (a texel fetch is a
+// per-lane call on CPU rasterizers), and the words come out of registers by constant selects.
+const uint GT = RAW_BYTES / 2;
+
+// The word at byte o (even) of the texels t[0..) that start at byte 16·t0.
+uint group_word(uvec4 t[3], uint t0, uint o) {
+  const uint i = o / 4 - 4 * t0, k = i + 1;
+  const uint lo = t[i / 4][i % 4];
+  return o % 4 == 0 ? lo : (lo >> 16) | (t[k / 4][k % 4] << 16);
+}
+
+// acc(r, b) += block j of group g of every row against the tile's x of that block (xv, xsum).
+// carry[r]: row r's texel where block j - 1 ended.
+void group_block_dot(uint gbase[R], uint j, vec4 xv[XV], float xsum[BT], inout uvec4 carry[R], inout float acc[RB]) {
+  const uint o = j * RAW_BYTES, a = o / 16, e = (o + RAW_BYTES - 1) / 16;
+  const bool carried = j > 0 && ((o - 1) / 16) == a;  // block j - 1's last texel is our first
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    uvec4 t[3];
+    [[unroll]] for (uint k = 0; k < 3; ++k)
+      if (a + k <= e) t[k] = k == 0 && carried ? carry[r] : load_w(gbase[r] + a + k);
+    carry[r] = t[e - a];
+    const uint h = RAW_MIN ? 4 : 2;  // bytes before the words: d (q5_1: d and m)
+    const uint q[5] = uint[5](group_word(t, a, o + h), group_word(t, a, o + h + 4), group_word(t, a, o + h + 8),
+                              group_word(t, a, o + h + 12), RAW_BYTES > 18 ? group_word(t, a, o + h + 16) : 0u);
+    vec4 n[8];
+    float d, m;
+    decode32_words(group_word(t, a, o), q, n, d, m);
+    raw_dot(n, d, m, xv, xsum, r, acc);
+  }
+}
+#endif
+
 #if defined(RAW_CHUNKS)
 // q4_K / q5_K: 32-byte quant chunks (sub-blocks 2c and 2c + 1, two texels of each row) of 256-value
 // blocks whose header texel (and q5_K's two texels of fifth bits) is fetched once a block: 9 (11)
@@ -519,6 +556,21 @@ void main() {
     }
   }
 #else
+  // RAW_BLOCKS. Rows of whole groups that are row-major: group by group (group_block_dot).
+  if (kb % 8 == 0 && kb * RAW_BYTES > RAW_TILE_MAX_ROW_BYTES) {
+    uint gbase[R];  // the row's first texel (its bytes are a multiple of a group's: 16-byte aligned)
+    [[unroll]] for (uint r = 0; r < R; ++r) gbase[r] = rows[r] * (kb * RAW_BYTES / 16);
+    for (uint g = 0; g < kb / 8; ++g) {
+      uvec4 carry[R];
+      [[unroll]] for (uint j = 0; j < 8; ++j) {
+        vec4 xv[XV];
+        float xsum[BT];
+        tile_x_block(8 * g + j, false, xsrc, xrow, ss, xv, xsum);
+        group_block_dot(gbase, j, xv, xsum, carry, acc);
+      }
+      [[unroll]] for (uint r = 0; r < R; ++r) gbase[r] += GT;
+    }
+  } else
   for (uint blk = 0; blk < kb; ++blk) {
     const bool tail = blk >= full;  // padding past K may hold anything, NaN included
     // 32-value file blocks: the tile's x once for all R rows, each row's block decoded in turn.

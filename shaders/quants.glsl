@@ -111,40 +111,54 @@ vec4 iq4(uvec4 n) {
 }
 #endif
 
+#if defined(WT_Q4_0) || defined(WT_Q5_0) || defined(WT_Q5_1)
+// A 32-value block from its words as integers n and factors: value 4i + c is n[i][c]·d − m.
+// `hd` holds the block's first bytes: the f16 d in its low half (q5_1: d | m << 16); q[k] is
+// the word after the scale(s): at byte 2 + 4k (q4_0: the nibbles; q5_0: qh, then the nibbles) or
+// 4 + 4k (q5_1: qh, then the nibbles). Whoever fetched the words (decode_raw from any even byte,
+// matmul_lanes.comp's 8-block groups from registers) decodes them here, so both give the same bits.
+// A dot product then costs d·Σn·x − m·Σx per block, not a multiply and an add per value.
+void decode32_words(uint hd, uint q[5], out vec4 n[8], out float d, out float m) {
+  const vec2 dm = unpackHalf2x16(hd);
+  d = dm.x;
+#if defined(WT_Q4_0)
+  m = 0.0;
+  for (uint i = 0; i < 4; ++i) {
+    n[i] = vec4(ivec4(lo4(q[i])) - 8);
+    n[4 + i] = vec4(ivec4(hi4(q[i])) - 8);
+  }
+#else
+  const int off = RAW_MIN ? 0 : 16;
+  m = RAW_MIN ? -dm.y : 0.0;
+  for (uint i = 0; i < 4; ++i) {
+    n[i] = vec4(ivec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) - off);
+    n[4 + i] = vec4(ivec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) - off);
+  }
+#endif
+}
+#endif
+
 #if defined(WT_Q5_1)
-// decode_raw_dm(b, s, n, d, m): the block at byte b as integers n and its factors: value 4i + c
-// is n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). A dot product then costs d·Σn·x − m·Σx
-// per block, not a multiply and an add per value. (The 256-value types: decode_words.)
+// decode_raw_dm(b, s, n, d, m): the block at byte b as integers n and its factors, value 4i + c
+// n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
 void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);
-  const vec2 dm = unpackHalf2x16(q[0]);
-  d = dm.x;
-  m = -dm.y;
-  for (uint i = 0; i < 4; ++i) {
-    n[i] = vec4(ivec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)));
-    n[4 + i] = vec4(ivec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)));
-  }
+  decode32_words(q[0], uint[5](q[1], q[2], q[3], q[4], q[5]), n, d, m);
 }
 #endif
 
 void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
 #if defined(WT_Q4_0)
-  scale = raw_half(b);
   uint q[4];
   raw_words4(b + 2, q);
-  for (uint i = 0; i < 4; ++i) {
-    v[i] = vec4(ivec4(lo4(q[i])) - 8);
-    v[4 + i] = vec4(ivec4(hi4(q[i])) - 8);
-  }
+  float m;
+  decode32_words(raw_u16(b), uint[5](q[0], q[1], q[2], q[3], 0u), v, scale, m);
 #elif defined(WT_Q5_0)
-  scale = raw_half(b);
   uint q[8];  // q[0] = qh (bit j: 5th bit of value j), q[1..4] = nibbles
   raw_words8(b + 2, q);
-  for (uint i = 0; i < 4; ++i) {
-    v[i] = vec4(ivec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) - 16);
-    v[4 + i] = vec4(ivec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) - 16);
-  }
+  float m;
+  decode32_words(raw_u16(b), uint[5](q[0], q[1], q[2], q[3], q[4]), v, scale, m);
 #elif defined(WT_Q5_1)
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);

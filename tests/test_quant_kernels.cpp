@@ -79,3 +79,32 @@ TEST_CASE_FIXTURE(VkTest, "block weights whose rows are not whole blocks are ref
   CHECK_THROWS_WITH_AS(upload_weight(ctx, WeightType::Q5_0, 2, 48, raw.data()),
                        doctest::Contains("multiple of 32"), Error);
 }
+
+// q4_0, q5_0 and q5_1 rows of whole 8-block groups that the texel path keeps row-major (longer
+// than 1024 bytes) are read group by group by the lanes kernel (matmul_lanes.comp's
+// group_block_dot); shorter or partial-group rows block by block. Both against the reference, at
+// batch tiles and rows per lane that change its unrolling, and batch-invariant.
+TEST_CASE_FIXTURE(VkTest, "32-value block types: whole 8-block groups and the rest match the reference") {
+  struct Shape {
+    uint32_t N, K, B;
+  };
+  // 2048 and 2304: 8 and 9 groups a row (grouped for all three); 256: one group in a short,
+  // interleaved row; 2080: 65 blocks, no whole number of groups.
+  const Shape shapes[] = {{37, 2048, 1}, {11, 2304, 3}, {19, 256, 2}, {5, 2080, 17}, {70, 2048, 9}};
+  for (auto t : {WeightType::Q4_0, WeightType::Q5_0, WeightType::Q5_1})
+    for (auto s : shapes) {
+      CAPTURE(weight_type_name(t));
+      CAPTURE(s.K);
+      run_matmul_case(ctx, t, WeightPath::Texel, s.N, s.K, s.B, {}, false, s.B == 3);
+      for (uint32_t rows : {1u, 4u})
+        for (int shuffle : {-1, 0}) {
+          KernelConfig c;
+          c.matmul_rows = 3, c.rows_per_workgroup = rows, c.batch_tile = s.B > 4 ? 4 : s.B, c.x_shuffle = shuffle;
+          run_matmul_case(ctx, t, WeightPath::Texel, s.N, s.K, s.B, c, rows == 4, false);
+        }
+    }
+  for (auto t : {WeightType::Q4_0, WeightType::Q5_0, WeightType::Q5_1}) {
+    auto raw = make_weight(t, 45, 2048, 5);
+    check_batch_invariant(ctx, upload_weight(ctx, t, 45, 2048, raw.data(), WeightPath::Texel), -1, weight_type_name(t));
+  }
+}
