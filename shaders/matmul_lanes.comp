@@ -321,8 +321,8 @@ uint group_word(uvec4 t[3], uint t0, uint o) {
   return o % 4 == 0 ? lo : (lo >> 16) | (t[k / 4][k % 4] << 16);
 }
 
-// acc(r, b) += block j of group g of every row against the tile's x of that block (xv, xsum).
-// carry[r]: row r's texel where block j - 1 ended.
+// acc(r, b) += block j of every row's group (its first texel at gbase[r]) against the tile's x of
+// that block (xv, xsum). carry[r]: row r's texel where block j - 1 ended.
 void group_block_dot(uint gbase[R], uint j, vec4 xv[XV], float xsum[BT], inout uvec4 carry[R], inout float acc[RB]) {
   const uint o = j * RAW_BYTES, a = o / 16, e = (o + RAW_BYTES - 1) / 16;
   const bool carried = j > 0 && ((o - 1) / 16) == a;  // block j - 1's last texel is our first

@@ -140,7 +140,7 @@ void decode32_words(uint hd, uint q[5], out vec4 n[8], out float d, out float m)
 
 #if defined(WT_Q5_1)
 // decode_raw_dm(b, s, n, d, m): the block at byte b as integers n and its factors, value 4i + c
-// n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
+// being n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
 void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);
