@@ -83,6 +83,12 @@ TEST_CASE("engine: the accepted tree options are derived from the kernels' limit
   CHECK(max_draft_topk(4, 96) == 12);  // 1 + 12 + 3*144 = 445; 13 gives 521
   CHECK(max_draft_budget(Strategy::Merge, 8, 5) == (kTreeMaxNodes - 1) / 2);
   CHECK(max_draft_budget(Strategy::Single1, 4, 4) == draft_pool_nodes(4, 4) - 1);
+  // A budget as a ceiling: a top-k 1 chain of depth 4 holds 4; a budget that fits stays; with no
+  // tree that fits (top-k 0) the budget is kept for the engine to refuse by name.
+  CHECK(budget_within(Strategy::Single1, 1, 4, 8) == 4);
+  CHECK(budget_within(Strategy::MergeTrie, 1, 4, 3) == 3);
+  CHECK(budget_within(Strategy::Merge, 4, 4, 8) == 8);
+  CHECK(budget_within(Strategy::Route, 0, 4, 8) == 8);
   for (uint32_t K = 1; K <= kTopkMax; ++K)
     for (uint32_t D = 1; D < kTreeMaxPath; ++D) {
       const bool fits = draft_pool_nodes(K, D) <= kTreeMaxNodes;

@@ -51,6 +51,9 @@ uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K²
 uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
 uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
 uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none
+// `budget` as a ceiling: lowered to max_draft_budget where one fits, else kept as given (so the
+// engine refuses it by name). What `--strategy auto` and `bench --suite` try per top-k.
+uint32_t budget_within(Strategy s, uint32_t topk, uint32_t depth, uint32_t budget);
 // The depth a head actually drafts: a node at depth d needs its d - 1 ancestors in the verified
 // tree (a child never outscores its parent, and ties rank the parent first), so a tree of B
 // candidates per head (single, route, merge) holds no node deeper than B, and merge-trie's 2B

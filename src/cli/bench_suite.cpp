@@ -39,7 +39,7 @@ struct SuiteConfig {
   std::vector<uint32_t> cost_rows{1, 2, 4, 8, 16, 32, 64};
   uint32_t cost_per_submit = 1;
   std::vector<uint32_t> budgets;
-  // Each top-k runs every budget, lowered to what its draft holds (max_draft_budget: a top-k 1
+  // Each top-k runs every budget, lowered to what its draft holds (budget_within: a top-k 1
   // draft is a chain of `depth` nodes), each (strategy, budget, top-k) once. Top-k 4 is the
   // demo's default; top-k 1 is what wins where a dispatch costs more than its rows (lavapipe).
   std::vector<uint32_t> topks{4, 1};
@@ -226,10 +226,10 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
   for (uint32_t K : c.topks)
     for (uint32_t B : c.budgets)
       for (Strategy s : {Strategy::Single1, Strategy::Single2, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
-        const uint32_t b = std::min(B, max_draft_budget(s, K, base.depth));
+        const uint32_t b = budget_within(s, K, base.depth, B);
         const bool seen = std::any_of(cfgs.begin(), cfgs.end(),
                                       [&](const Config& x) { return x.s == s && x.budget == b && x.topk == K; });
-        if (b && !seen) cfgs.emplace_back(s, b, K);
+        if (!seen) cfgs.emplace_back(s, b, K);
       }
   for (Config& k : cfgs) {
     EngineOptions eo = base;

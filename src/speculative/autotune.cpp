@@ -26,10 +26,7 @@ AutoChoice choose_by_trial(Context& ctx, LlamaModel& verifier, EagleHead* head1,
     if (s == Strategy::AR) continue;
     for (uint32_t k : ks)
       for (uint32_t b : budgets) {
-        // Only a top-k and depth the engine accepts have a size to fit (0, as for top-k 0 or depth 0:
-        // the budget stays as given and the engine refuses it by name).
-        if (const uint32_t most = max_draft_budget(s, k, base.depth); budgets_are_ceilings && most >= 1)
-          b = std::min(b, most);
+        if (budgets_are_ceilings) b = budget_within(s, k, base.depth, b);
         const bool seen = std::any_of(out.trials.begin(), out.trials.end(), [&](const AutoTrial& t) {
           return t.strategy == s && t.budget == b && t.topk == k;
         });

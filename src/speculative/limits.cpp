@@ -49,6 +49,11 @@ uint32_t max_draft_budget(Strategy s, uint32_t K, uint32_t D) {
   return uint32_t(std::min<uint64_t>(pool - 1, (kTreeMaxNodes - 1) / heads));
 }
 
+uint32_t budget_within(Strategy s, uint32_t K, uint32_t D, uint32_t budget) {
+  const uint32_t most = max_draft_budget(s, K, D);
+  return most ? std::min(budget, most) : budget;
+}
+
 uint32_t drafted_depth(Strategy s, uint32_t D, uint32_t B) {
   if (s == Strategy::AR) return 0;
   const uint64_t deepest = s == Strategy::MergeTrie ? 2 * uint64_t(B) : B;
