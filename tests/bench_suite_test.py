@@ -270,6 +270,16 @@ def main():
         json.dump({"schema": "other"}, open(bad, "w"))
         r = subprocess.run([vkspec, "bench", "--from-json", bad, "--md"], capture_output=True, text=True)
         check(r.returncode == 1 and "schema vkspec-bench/1" in r.stderr, "a foreign JSON is refused by schema")
+        # Counts are shown as written, never narrowed; a count that is no integer is refused.
+        for topk, ok in ((4294967296, True), ("4", False), (2.5, False)):
+            edited = copy.deepcopy(j)
+            edited["speculative"]["results"][1]["topk"] = topk
+            json.dump(edited, open(bad, "w"))
+            r = subprocess.run([vkspec, "bench", "--from-json", bad, "--md"], capture_output=True, text=True)
+            if ok:
+                check(r.returncode == 0 and f"| {topk} |" in r.stdout, f"top-k {topk} rendered as written")
+            else:
+                check(r.returncode == 1 and "a count must be an integer" in r.stderr, f"top-k {topk!r} refused")
 
         # A second device (the same run under another name, its figures halved) and the comparison.
         other = copy.deepcopy(j)

@@ -39,6 +39,14 @@ nlohmann::json build_json() {
 
 namespace {
 
+// A count or setting of a results file as written there: any JSON integer, never narrowed (a
+// hand-edited 4294967296 stays that, not 0); anything else is refused like a missing field.
+int64_t count_of(const nlohmann::json& v) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw nlohmann::json::type_error::create(302, "a count must be an integer in int64 range, got " + v.dump(), &v);
+  return v.get<int64_t>();
+}
+
 std::string read_line(const fs::path& p) {
   std::ifstream f(p);
   std::string s;
@@ -178,7 +186,7 @@ std::string fixed(double v, int digits) {
 std::string governor_text(const nlohmann::json& g) {
   if (g.is_string()) return g.get<std::string>();
   std::string s;
-  for (auto& e : g) s += (s.empty() ? "" : ", ") + e["value"].get<std::string>() + " ×" + std::to_string(e["cpus"].get<int>());
+  for (auto& e : g) s += (s.empty() ? "" : ", ") + e["value"].get<std::string>() + " ×" + std::to_string(count_of(e["cpus"]));
   return s;
 }
 
@@ -199,7 +207,7 @@ std::string suite_markdown(const nlohmann::json& j) {
      << " B · matrix cores: 0\n\n";
   md << "**Build:** vkspec " << b.at("vkspec_version").get<std::string>() << " (" << b.at("git_commit").get<std::string>()
      << ", " << b.at("build_type").get<std::string>() << ") · suite `" << j.at("suite").get<std::string>() << "` · "
-     << j.at("settings").at("reps").get<int>() << " repetitions after a warm-up · CPU governor: "
+     << count_of(j.at("settings").at("reps")) << " repetitions after a warm-up · CPU governor: "
      << governor_text(h.at("cpu_governor")) << " · EPP: " << governor_text(h.at("energy_performance_preference"))
      << " · LP_NUM_THREADS: " << h.at("LP_NUM_THREADS").get<std::string>() << " · load: "
      << h.at("loadavg").get<std::string>() << "\n\n";
@@ -220,23 +228,23 @@ std::string suite_markdown(const nlohmann::json& j) {
   const auto& sp = j.at("speculative");
   md << "\n**Speculative decoding** (" << sp.at("model").get<std::string>() << ", heads "
      << sp.at("heads").at(0).get<std::string>() << " + " << sp.at("heads").at(1).get<std::string>() << ", "
-     << sp.at("prompts").get<int>() << " prompts × " << sp.at("new_tokens").get<int>() << " tokens, depth "
-     << sp.at("depth").get<int>() << ", greedy)\n\n";
+     << count_of(sp.at("prompts")) << " prompts × " << count_of(sp.at("new_tokens")) << " tokens, depth "
+     << count_of(sp.at("depth")) << ", greedy)\n\n";
   md << "| strategy | budget | top-k | τ | t/s | speedup | nodes/step | dispatches/step | waits/step |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : sp.at("results")) {
     // Files written before the suite ran several top-ks give one top-k for all rows.
-    const int topk = r.contains("topk") ? r.at("topk").get<int>() : sp.value("topk", 0);
-    const std::string what = r.at("strategy").get<std::string>() + " B=" + std::to_string(r.at("budget").get<int>()) +
+    const int64_t topk = count_of(r.contains("topk") ? r.at("topk") : sp.at("topk"));
+    const std::string what = r.at("strategy").get<std::string>() + " B=" + std::to_string(count_of(r.at("budget"))) +
                              " k=" + std::to_string(topk);
-    md << "| " << r.at("strategy").get<std::string>() << " | " << r.at("budget").get<int>() << " | " << topk << " | ";
+    md << "| " << r.at("strategy").get<std::string>() << " | " << count_of(r.at("budget")) << " | " << topk << " | ";
     if (r.contains("error")) {
       md << "skipped: " << r.at("error").get<std::string>() << " | | | | | |\n";
       continue;
     }
     md << notes.cell(r.at("tau"), 2, what + " τ") << " | " << notes.cell(r.at("tokens_per_s"), 2, what + " t/s")
-       << " | " << notes.cell(r.at("speedup"), 2, what + " speedup") << " | " << r.at("nodes_per_step").get<int>()
-       << " | " << r.at("dispatches_per_step").get<int>() << " | " << fixed(r.at("host_waits_per_step").get<double>(), 2)
+       << " | " << notes.cell(r.at("speedup"), 2, what + " speedup") << " | " << count_of(r.at("nodes_per_step"))
+       << " | " << count_of(r.at("dispatches_per_step")) << " | " << fixed(r.at("host_waits_per_step").get<double>(), 2)
        << " |\n";
   }
 
@@ -251,7 +259,7 @@ std::string suite_markdown(const nlohmann::json& j) {
   }
   for (const char* key : {"gb_per_s", "gflop_per_s"}) {
     const bool gb = std::string(key) == "gb_per_s";
-    md << "\n**Matmul " << (gb ? "GB/s" : "GFLOP/s") << "** (" << mm.at("rows").get<int>() << "×" << mm.at("cols").get<int>()
+    md << "\n**Matmul " << (gb ? "GB/s" : "GFLOP/s") << "** (" << count_of(mm.at("rows")) << "×" << count_of(mm.at("cols"))
        << " weights, batch B rows)\n\n| type |";
     for (uint32_t B : batches) md << " B=" << B << " |";
     md << "\n| --- |";
@@ -270,16 +278,16 @@ std::string suite_markdown(const nlohmann::json& j) {
 
   const auto& vc = j.at("verify_cost");
   md << "\n**Verify cost** c(N) = time(forward N rows) / time(forward 1 row), " << vc.at("model").get<std::string>()
-     << ", every row's logits, at KV length " << vc.at("kv_length").get<int>() << "\n\n| N |";
-  for (const auto& r : vc.at("results")) md << " " << r.at("rows").get<int>() << " |";
+     << ", every row's logits, at KV length " << count_of(vc.at("kv_length")) << "\n\n| N |";
+  for (const auto& r : vc.at("results")) md << " " << count_of(r.at("rows")) << " |";
   md << "\n| --- |";
   for (size_t i = 0; i < vc.at("results").size(); ++i) md << " ---: |";
   md << "\n| µs/forward |";
   for (const auto& r : vc.at("results"))
-    md << " " << notes.cell(r.at("us_per_forward"), 1, "forward N=" + std::to_string(r.at("rows").get<int>())) << " |";
+    md << " " << notes.cell(r.at("us_per_forward"), 1, "forward N=" + std::to_string(count_of(r.at("rows")))) << " |";
   md << "\n| c(N) |";
   for (const auto& r : vc.at("results"))
-    md << " " << notes.cell(r.at("cost_ratio"), 2, "c(" + std::to_string(r.at("rows").get<int>()) + ")") << " |";
+    md << " " << notes.cell(r.at("cost_ratio"), 2, "c(" + std::to_string(count_of(r.at("rows"))) + ")") << " |";
   md << "\n";
 
   if (!notes.lines.empty()) {
