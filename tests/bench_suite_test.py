@@ -75,6 +75,18 @@ def check_schema(j):
     h = j.get("host", {})
     for k in ("cpu_governor", "energy_performance_preference", "LP_NUM_THREADS", "loadavg"):
         check(k in h, f"host.{k} present")
+    # How idle CPUs wait, read from the same files the host has (the runs' speed depends on it).
+    idle = h.get("cpuidle", {})
+    def sysfs(path):
+        try:
+            return open(path).readline().strip() or "unavailable"
+        except OSError:
+            return "unavailable"
+    check(idle.get("driver") == sysfs("/sys/devices/system/cpu/cpuidle/current_driver"), f"host.cpuidle.driver ({idle})")
+    check(idle.get("halt_poll_ns") == sysfs("/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
+          f"host.cpuidle.halt_poll_ns ({idle})")
+    flags = [l for l in open("/proc/cpuinfo") if l.startswith("flags")]
+    check(idle.get("virtualized") == bool(flags and " hypervisor" in flags[0]), "host.cpuidle.virtualized")
     units = j.get("units", {})
 
     # Every stat complete, with the spread flag where (and only where) sd/mean > 10%; every number
@@ -270,6 +282,15 @@ def main():
         json.dump({"schema": "other"}, open(bad, "w"))
         r = subprocess.run([vkspec, "bench", "--from-json", bad, "--md"], capture_output=True, text=True)
         check(r.returncode == 1 and "schema vkspec-bench/1" in r.stderr, "a foreign JSON is refused by schema")
+        # The idle record is on the build line; a file written before it existed renders without it.
+        idle = j["host"]["cpuidle"]
+        check(f" · idle: {idle['driver']}/{idle['governor']}" in md, "md names how idle CPUs wait")
+        older = copy.deepcopy(j)
+        del older["host"]["cpuidle"]
+        json.dump(older, open(bad, "w"))
+        r = subprocess.run([vkspec, "bench", "--from-json", bad, "--md"], capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout == re.sub(r" · idle: [^·]*(?= · )", "", md, count=1),
+              "a file without the idle record renders the rest as before")
         # Counts are shown as written, never narrowed; a count that is no integer is refused.
         for topk, ok in ((4294967296, True), ("4", False), (2.5, False)):
             edited = copy.deepcopy(j)

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_common.hpp"
 #include "cli/session.hpp"
 
 namespace vkspec::cli {
@@ -48,6 +49,7 @@ static int run_bench(const std::vector<std::string>& argv) {
   s.engine.time_kernels = timing;
   s.load(args, budgets);
   args.reject_unknown();
+  warn_idle(s.ctx->caps());
 
   std::vector<std::vector<uint32_t>> prompts;
   if (!tokens_path.empty() || !prompts_path.empty()) {

@@ -70,7 +70,10 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
 // ---- report pieces ----------------------------------------------------------------------------
 nlohmann::json caps_json(const DeviceCaps& c);  // devices.cpp
 nlohmann::json build_json();                    // vkspec version, git commit, compiler, build type
-nlohmann::json host_json();                     // CPU governor / power hints, load, LP_NUM_THREADS
+nlohmann::json host_json();                     // CPU governor / power hints, cpuidle, load, LP_NUM_THREADS
+std::string idle_warning();                     // a note when idle vCPUs halt without polling, else ""
+// Prints idle_warning() to stderr for a CPU device (whose dispatches hand work to host threads).
+void warn_idle(const DeviceCaps& caps);
 nlohmann::json units_json();                    // every figure key -> its unit
 
 // Refuses (throws naming the PID and the lock file) while another benchmark holds the lock of

@@ -54,6 +54,7 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   std::vector<WeightType> types;
   for (const std::string& ts : split_list(types_opt, ',')) types.push_back(parse_weight_type(ts));
   Context ctx(co);
+  warn_idle(ctx.caps());
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
 
   nlohmann::json results = nlohmann::json::array(), skipped = nlohmann::json::array();

@@ -72,7 +72,40 @@ nlohmann::json per_cpu(const std::string& file) {
   return out;
 }
 
+// How idle CPUs wait: the cpuidle driver and governor, and on a KVM guest with the haltpoll driver
+// how long an idle vCPU polls before it halts. A halted vCPU is woken by the host, which on a VM
+// costs tens of microseconds, and lavapipe's thread pool sleeps and wakes its threads once per
+// dispatch: with no polling that wake-up, not the arithmetic, is most of a small dispatch.
+nlohmann::json idle_json() {
+  const fs::path idle = "/sys/devices/system/cpu/cpuidle";
+  const std::string driver = read_line(idle / "current_driver"), governor = read_line(idle / "current_governor_ro");
+  const std::string governor_rw = governor.empty() ? read_line(idle / "current_governor") : governor;
+  const std::string poll = read_line("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+  bool virtualized = false;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; !virtualized && std::getline(cpuinfo, line);)
+    virtualized = line.compare(0, 5, "flags") == 0 && (line + " ").find(" hypervisor ") != std::string::npos;
+  return {{"driver", driver.empty() ? "unavailable" : driver},
+          {"governor", governor_rw.empty() ? "unavailable" : governor_rw},
+          {"halt_poll_ns", poll.empty() ? "unavailable" : poll},
+          {"virtualized", virtualized}};
+}
+
 }  // namespace
+
+std::string idle_warning() {
+  const nlohmann::json i = idle_json();
+  if (i["driver"] != "haltpoll" || i["halt_poll_ns"] != "0") return {};
+  return "note: this VM's idle vCPUs halt at once (cpuidle haltpoll, guest_halt_poll_ns = 0), so every dispatch "
+         "waits for the host to wake lavapipe's threads; small-model figures are then ~2x slower and swing from "
+         "run to run (README: \"Stable figures\")";
+}
+
+void warn_idle(const DeviceCaps& caps) {
+  if (!caps.is_cpu()) return;
+  const std::string w = idle_warning();
+  if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+}
 
 nlohmann::json host_json() {
   const char* lp = std::getenv("LP_NUM_THREADS");
@@ -86,6 +119,7 @@ nlohmann::json host_json() {
                     : !boost.empty() ? (boost == "1" ? "on" : "off") : "unavailable"},
           {"online_cpus", sysconf(_SC_NPROCESSORS_ONLN)},
           {"loadavg", read_line("/proc/loadavg")},
+          {"cpuidle", idle_json()},
           {"LP_NUM_THREADS", lp ? lp : "unset"}};
 }
 
@@ -190,6 +224,15 @@ std::string governor_text(const nlohmann::json& g) {
   return s;
 }
 
+// " · idle: haltpoll/haltpoll, halt polling 0 ns, VM"; nothing for files written before the record.
+std::string idle_text(const nlohmann::json& host) {
+  if (!host.contains("cpuidle")) return {};
+  const auto& i = host.at("cpuidle");
+  return " · idle: " + i.at("driver").get<std::string>() + "/" + i.at("governor").get<std::string>() +
+         (i.at("halt_poll_ns") == "unavailable" ? std::string() : ", halt polling " + i.at("halt_poll_ns").get<std::string>() + " ns") +
+         (i.at("virtualized").get<bool>() ? ", VM" : "");
+}
+
 }  // namespace
 
 std::string suite_markdown(const nlohmann::json& j) {
@@ -209,7 +252,7 @@ std::string suite_markdown(const nlohmann::json& j) {
      << ", " << b.at("build_type").get<std::string>() << ") · suite `" << j.at("suite").get<std::string>() << "` · "
      << count_of(j.at("settings").at("reps")) << " repetitions after a warm-up · CPU governor: "
      << governor_text(h.at("cpu_governor")) << " · EPP: " << governor_text(h.at("energy_performance_preference"))
-     << " · LP_NUM_THREADS: " << h.at("LP_NUM_THREADS").get<std::string>() << " · load: "
+     << " · LP_NUM_THREADS: " << h.at("LP_NUM_THREADS").get<std::string>() << idle_text(h) << " · load: "
      << h.at("loadavg").get<std::string>() << "\n\n";
 
   md << "| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | --- | ---: |\n";

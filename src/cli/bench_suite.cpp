@@ -364,6 +364,7 @@ int run_suite(Args& args) {
   ContextOptions co;
   co.device = std::to_string(chosen);
   Context ctx(co);
+  warn_idle(ctx.caps());
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
 
   Progress progress;
