@@ -97,7 +97,7 @@ std::string idle_warning() {
   const nlohmann::json i = idle_json();
   if (i["driver"] != "haltpoll" || i["halt_poll_ns"] != "0") return {};
   return "note: this VM's idle vCPUs halt at once (cpuidle haltpoll, guest_halt_poll_ns = 0), so every dispatch "
-         "waits for the host to wake lavapipe's threads; small-model figures are then ~2x slower and swing from "
+         "waits for the host to wake lavapipe's threads; small-model figures are then up to ~2x slower and swing from "
          "run to run (README: \"Stable figures\")";
 }
 
