@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Seed corpora for the libFuzzer harnesses in tests/fuzz/, derived at build time (nothing
 binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config,
-fuzz_tokenizer and fuzz_torch.
+fuzz_tokenizer, fuzz_torch and fuzz_bench_json.
 
 Seeds are kept small (mostly < 64 KB) so the fuzzers mutate structure rather than megabytes of
 weights: tiny random models from make_random_gguf, the bundled heads' configs and safetensors
 headers, and vocabularies cut from the bundled verifier and ../shared/tokenizer-vectors (a
 prefix of the tokens with the scores, types and merges that still apply to it), and
 pytorch_model.bin archives laid out as torch.save writes them (pickles assembled here, so no
-torch is needed to build the seeds).
+torch is needed to build the seeds), and the suite results kept in docs/.
 
 usage: make_seeds.py --source REPO --out DIR --make-random-gguf PATH
 """
@@ -275,6 +275,20 @@ def main():
         json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
                     "vocab_size": 256, "hidden_act": "gelu_pytorch_tanh", "attention_bias": True,
                     "mlp_bias": False}).encode())
+
+    # Saved `bench --suite` results as the repo keeps them, and the same trimmed to a few entries
+    # per list (short inputs let the fuzzer mutate structure rather than wade through figures).
+    def trimmed(v):
+        if isinstance(v, list):
+            return [trimmed(e) for e in v[:2]]
+        if isinstance(v, dict):
+            return {k: trimmed(e) for k, e in v.items()}
+        return v
+    for name in sorted(os.listdir(os.path.join(src, "docs"))):
+        if name.startswith("bench-suite-") and name.endswith(".json"):
+            raw = open(os.path.join(src, "docs", name), "rb").read()
+            put(out, "fuzz_bench_json", name, raw)
+            put(out, "fuzz_bench_json", "trimmed-" + name, json.dumps(trimmed(json.loads(raw))).encode())
 
 
 if __name__ == "__main__":
