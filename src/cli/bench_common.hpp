@@ -71,8 +71,8 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
 nlohmann::json caps_json(const DeviceCaps& c);  // devices.cpp
 nlohmann::json build_json();                    // vkspec version, git commit, compiler, build type
 nlohmann::json host_json();                     // CPU governor / power hints, cpuidle, load, LP_NUM_THREADS
-std::string idle_warning();                     // a note when idle vCPUs halt without polling, else ""
-// Prints idle_warning() to stderr for a CPU device (whose dispatches hand work to host threads).
+// On a CPU device (whose dispatches hand work to host threads), a note on stderr when the host's
+// idle vCPUs halt without polling.
 void warn_idle(const DeviceCaps& caps);
 nlohmann::json units_json();                    // every figure key -> its unit
 

@@ -78,33 +78,30 @@ nlohmann::json per_cpu(const std::string& file) {
 // dispatch: with no polling that wake-up, not the arithmetic, is most of a small dispatch.
 nlohmann::json idle_json() {
   const fs::path idle = "/sys/devices/system/cpu/cpuidle";
-  const std::string driver = read_line(idle / "current_driver"), governor = read_line(idle / "current_governor_ro");
-  const std::string governor_rw = governor.empty() ? read_line(idle / "current_governor") : governor;
+  const std::string driver = read_line(idle / "current_driver");
+  std::string governor = read_line(idle / "current_governor_ro");
+  if (governor.empty()) governor = read_line(idle / "current_governor");
   const std::string poll = read_line("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
   bool virtualized = false;
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; !virtualized && std::getline(cpuinfo, line);)
     virtualized = line.compare(0, 5, "flags") == 0 && (line + " ").find(" hypervisor ") != std::string::npos;
   return {{"driver", driver.empty() ? "unavailable" : driver},
-          {"governor", governor_rw.empty() ? "unavailable" : governor_rw},
+          {"governor", governor.empty() ? "unavailable" : governor},
           {"halt_poll_ns", poll.empty() ? "unavailable" : poll},
           {"virtualized", virtualized}};
 }
 
 }  // namespace
 
-std::string idle_warning() {
-  const nlohmann::json i = idle_json();
-  if (i["driver"] != "haltpoll" || i["halt_poll_ns"] != "0") return {};
-  return "note: this VM's idle vCPUs halt at once (cpuidle haltpoll, guest_halt_poll_ns = 0), so every dispatch "
-         "waits for the host to wake lavapipe's threads; small-model figures are then up to ~2x slower and swing from "
-         "run to run (README: \"Stable figures\")";
-}
-
 void warn_idle(const DeviceCaps& caps) {
   if (!caps.is_cpu()) return;
-  const std::string w = idle_warning();
-  if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+  const nlohmann::json i = idle_json();
+  if (i["driver"] != "haltpoll" || i["halt_poll_ns"] != "0") return;
+  std::fprintf(stderr,
+               "note: this VM's idle vCPUs halt at once (cpuidle haltpoll, guest_halt_poll_ns = 0), so every dispatch "
+               "waits for the host to wake lavapipe's threads; small-model figures are then up to ~2x slower and swing "
+               "from run to run (README: \"Stable figures\")\n");
 }
 
 nlohmann::json host_json() {
