@@ -149,6 +149,40 @@ uint tree_slot(uint row, uint e) {
   return 0;  // not reached for e < popcount of the row
 }
 
+// The row's q, pre-scaled so a score is one dot product, and the lane's online softmax over the
+// keys it owns: running max m, sum l and p-weighted V sum acc (registers: the sizes are constants).
+vec4 qv[HPW * DV];
+float m[HPW], l[HPW];
+vec4 acc[HPW * DV];
+
+// The lane's key whose K/V row begins at value e (past the layer's base) joins its online
+// softmax (an invalid lane's adds nothing): q·k as fused multiply-adds in value order, then the
+// running max, sum and p-weighted V sum.
+void visit(uint e, bool valid) {
+  float s[HPW];
+  [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
+  [[unroll]] for (uint c = 0; c < DV; ++c) {
+    const vec4 k = load_k(pc.k_base + e, c);
+    // Fused multiply-adds, one per value (dot() is a multiply and an add on CPU rasterizers).
+    [[unroll]] for (uint g = 0; g < HPW; ++g)
+      [[unroll]] for (uint x = 0; x < 4; ++x) s[g] = fma(qv[g * DV + c][x], k[x], s[g]);
+  }
+  float p[HPW], c_[HPW];
+  [[unroll]] for (uint g = 0; g < HPW; ++g) {
+    const float m_new = valid ? max(m[g], s[g]) : m[g];
+    const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
+    p[g] = valid ? exp(s[g] - m_new) : 0.0;
+    l[g] = l[g] * corr + p[g];
+    m[g] = m_new;
+    c_[g] = corr;
+  }
+  // acc = acc · corr + p · v: a multiply and a multiply-add per value.
+  [[unroll]] for (uint c = 0; c < DV; ++c) {
+    const vec4 v = load_v(pc.v_base + e, c);
+    [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] = fma(acc[g * DV + c], vec4(c_[g]), p[g] * v);
+  }
+}
+
 // Row i's attention for the HPW query heads from h0; lane x % S stores value x of each head.
 void attend(uint i, uint h0) {
   // One subgroup per workgroup: the local index is the subgroup lane.
@@ -167,7 +201,6 @@ void attend(uint i, uint h0) {
   const uint first = pc.window != 0 && n_keys > pc.window ? n_keys - pc.window : 0;
 
   // q rows in registers, pre-scaled so a score is one dot product.
-  vec4 qv[HPW * DV];
   [[unroll]] for (uint g = 0; g < HPW; ++g) {
     const uint qb = pc.q_offset + i * pc.q_stride + (h0 + g) * D;
     [[unroll]] for (uint c = 0; c < DV; ++c) {
@@ -178,51 +211,30 @@ void attend(uint i, uint h0) {
     }
   }
 
-  // Every lane runs its own online softmax over the keys it owns (positions = lane mod S):
-  // running max m, sum l and p-weighted V sum acc. The lanes are combined once at the end, so
-  // the chunk loop has no cross-lane operation at all.
-  float m[HPW], l[HPW];
-  vec4 acc[HPW * DV];
+  // Every lane runs its own online softmax over the keys it owns (positions = lane mod S). The
+  // lanes are combined once at the end, so the chunk loop has no cross-lane operation at all.
   [[unroll]] for (uint g = 0; g < HPW; ++g) {
     m[g] = -1.0 / 0.0;
     l[g] = 0.0;
     [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
   }
 
-  for (uint base = first; base < n_keys; base += S) {
+  // Chunks whose keys are all the row's and sit at their position's slot (committed keys; for a
+  // chain every key) run in a loop with no tree lookup and no validity test: lavapipe runs an `if`
+  // body under a lane mask whatever the condition, so the lookup would cost every chunk. Then
+  // the last chunks, where lanes may be past n_keys or on tree keys. A chunk's ops are the same
+  // in either loop, so the split moves no key and changes no bit.
+  const uint plain_end = pc.causal != 0 ? n_keys : min(t_ctx, n_keys);
+  uint base = first;
+  for (; base + S <= plain_end; base += S) visit((base + lane) * row_stride + kv0, true);
+  for (; base < n_keys; base += S) {
     const uint pos = base + lane;
     const bool valid = pos < n_keys;
     // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.
-    // The uniform test keeps the mask walk out of every chunk but the last one or two.
     uint slot = pos;
-    if (pc.causal == 0 && base + S > t_ctx) {
-      if (valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
-    }
+    if (pc.causal == 0 && valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
     if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
-    const uint e = slot * row_stride + kv0;  // the row's first value past the layer's base
-
-    float s[HPW];
-    [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
-    [[unroll]] for (uint c = 0; c < DV; ++c) {
-      const vec4 k = load_k(pc.k_base + e, c);
-      // Fused multiply-adds, one per value (dot() is a multiply and an add on CPU rasterizers).
-      [[unroll]] for (uint g = 0; g < HPW; ++g)
-        [[unroll]] for (uint x = 0; x < 4; ++x) s[g] = fma(qv[g * DV + c][x], k[x], s[g]);
-    }
-    float p[HPW], c_[HPW];
-    [[unroll]] for (uint g = 0; g < HPW; ++g) {
-      const float m_new = valid ? max(m[g], s[g]) : m[g];
-      const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
-      p[g] = valid ? exp(s[g] - m_new) : 0.0;
-      l[g] = l[g] * corr + p[g];
-      m[g] = m_new;
-      c_[g] = corr;
-    }
-    // acc = acc · corr + p · v: a multiply and a multiply-add per value.
-    [[unroll]] for (uint c = 0; c < DV; ++c) {
-      const vec4 v = load_v(pc.v_base + e, c);
-      [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] = fma(acc[g * DV + c], vec4(c_[g]), p[g] * v);
-    }
+    visit(slot * row_stride + kv0, valid);
   }
 
   // Combine the lanes: rescale each to the common max (a lane that owned no key has m = -inf,

@@ -29,6 +29,15 @@ layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const uint XS = 0;   // > 0: the subgroup size, and x is fetched once per subgroup
 layout(constant_id = 6) const uint XT = 1;   // with XS: texels of x each lane fetches per piece, ceil(2·BT / XS)
 layout(constant_id = 7) const uint ACT = 0;  // GLU: the gate's activation (act.glsl)
+// K % 32 != 0: the last 32-value block runs past K, and x there is masked to zero. A constant
+// because lavapipe (Mesa 22.3) runs an `if` body under a lane mask whatever the condition, so a
+// runtime test would pay the masking on every block (K % 32 == 0, single-threaded, batch 8:
+// 4096² f16 9.0 → 7.8 ms, q8_0 9.5 → 7.8 ms; 768x288 q8_0 190 → 144 µs).
+layout(constant_id = 8) const bool TAIL = true;
+// q4_0, q5_0, q5_1 rows read in groups of 8 blocks (below); a constant for the same reason: a
+// loop inside a false `if` still runs one pass under an empty mask, here 8 blocks of every short
+// row (32000x512 at batch 1, single-threaded: q5_0 5.17 → 3.96 ms, q4_0 4.31 → 3.40 ms).
+layout(constant_id = 9) const bool GROUPS = true;
 #include "act.glsl"
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
@@ -67,7 +76,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #ifdef ROPE_KV
-layout(constant_id = 8) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(constant_id = 10) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -467,7 +476,10 @@ void main() {
   // Blocks' four 32-byte quant chunks in order, the block's header (chunk_header) fetched with
   // the first. At batch 1 the chunks are unrolled, so each sub-block's scale and min unpack by
   // constant shifts (4096² q4_K, single-threaded lavapipe: 2.33 → 2.25 ms); with more batch rows
-  // the unrolled body spills (batch 16: 23.2 → 29.1 ms), so one flat loop walks them there.
+  // the unrolled body spills (batch 16: 23.2 → 29.1 ms), so one flat loop walks them there,
+  // fetching the header with every chunk: under `if (c == 0)` lavapipe ran the fetch masked
+  // anyway, and the mask cost more (1408x512, batch 2: 168 → 159 µs; a loop over the block's
+  // chunks inside a block loop: 187 µs).
   const uint nsb = kb / 8;
   uvec4 h[R], qh[R][2];
   if (BT == 1) {
@@ -478,7 +490,7 @@ void main() {
   } else {
     for (uint q = 0; q < nsb * 4; ++q) {
       const uint sb = q / 4, c = q % 4;
-      if (c == 0) chunk_header(rows, nsb, sb, h, qh);
+      chunk_header(rows, nsb, sb, h, qh);
       chunk_dot(rows, nsb, sb, c, h, qh, xsrc, xrow, ss, acc);
     }
   }
@@ -517,7 +529,7 @@ void main() {
   // time (4096² f16 at batch 1: 4.6 → 3.5 ms); unrolled, it multiplied the compile time by 5.
   for (uint q = 0; q < kb * 4; ++q) {
     const uint blk = q / 4, p = q % 4;
-    const bool tail = blk >= full;  // padding past K may hold anything, NaN included
+    const bool tail = TAIL && blk >= full;  // padding past K may hold anything, NaN included
     vec4 wl[R], wh[R];
     [[unroll]] for (uint r = 0; r < R; ++r) load_piece(rows[r], blk, kb, p, wl[r], wh[r]);
     vec4 xl[BT], xh[BT];
@@ -533,7 +545,7 @@ void main() {
   const uint tpr = kb * TEXELS_PER_BLOCK, HALVES = BT <= 4 ? 2 : 1;  // half blocks per pass
   for (uint q = 0; q < kb * 2; q += HALVES) {
     const uint blk = q / 2;
-    const bool tail = blk >= full;
+    const bool tail = TAIL && blk >= full;
     float sc[R];
     [[unroll]] for (uint r = 0; r < R; ++r) sc[r] = load_scale(w_index(rows[r], blk, kb, pc.N));
     [[unroll]] for (uint j = 0; j < HALVES; ++j) {
@@ -557,7 +569,7 @@ void main() {
   }
 #else
   // RAW_BLOCKS. Rows of whole groups that are row-major: group by group (group_block_dot).
-  if (kb % 8 == 0 && kb * RAW_BYTES > RAW_TILE_MAX_ROW_BYTES) {
+  if (GROUPS && kb % 8 == 0 && kb * RAW_BYTES > RAW_TILE_MAX_ROW_BYTES) {
     uint gbase[R];  // the row's first texel (its bytes are a multiple of a group's: 16-byte aligned)
     [[unroll]] for (uint r = 0; r < R; ++r) gbase[r] = rows[r] * (kb * RAW_BYTES / 16);
     for (uint g = 0; g < kb / 8; ++g) {
@@ -572,7 +584,7 @@ void main() {
     }
   } else
   for (uint blk = 0; blk < kb; ++blk) {
-    const bool tail = blk >= full;  // padding past K may hold anything, NaN included
+    const bool tail = TAIL && blk >= full;  // padding past K may hold anything, NaN included
     // 32-value file blocks: the tile's x once for all R rows, each row's block decoded in turn.
     vec4 xv[XV];
     float xsum[BT];

@@ -109,8 +109,10 @@ struct MatmulLanesSpec {
   uint32_t norm, glu;  // bools as 32-bit
   uint32_t xs, xt;     // x shared by subgroup shuffles: the subgroup size (0: off), texels per lane
   uint32_t act;        // GluAct, with glu (0 otherwise, so one pipeline serves every plain matmul)
+  uint32_t tail;       // K % 32 != 0 (bool as 32-bit)
+  uint32_t groups;     // q4_0, q5_0, q5_1 rows long enough to be read in groups of 8 blocks
 };
-static_assert(sizeof(MatmulLanesSpec) == 32);
+static_assert(sizeof(MatmulLanesSpec) == 40);
 
 struct MatmulLanesPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -121,9 +123,9 @@ static_assert(sizeof(MatmulLanesPush) == 44);
 // matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
-  uint32_t kv_f16;  // 8: KV_F16
+  uint32_t kv_f16;  // 10: KV_F16
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 36);
+static_assert(sizeof(MatmulLanesRopeSpec) == 44);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
   uint32_t n_rot, mode;
@@ -331,7 +333,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
                          cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0), fold_norm, fold_glu, 0, 1,
-                         fold_glu ? uint32_t(args.glu_act) : 0u};
+                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
@@ -367,6 +369,9 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
         if (c.type == WeightType::Q4_K || c.type == WeightType::Q5_K || (c.type == WeightType::Q6_K && B < 4)) cs.r = std::min(cs.r, 2u);
       }
       cs.xt = shuffle ? (2 * cs.bt + S - 1) / S : 1;
+      // matmul_lanes.comp's group walk: rows of a multiple of 8 blocks past kRawTileMaxRowBytes.
+      cs.groups = block == 32 && c.type != WeightType::Q8_0 && W.blocks_per_row % 8 == 0 &&
+                  uint64_t(W.blocks_per_row) * block_format(uint32_t(c.type))->bytes > kRawTileMaxRowBytes;
       if (fold_glu || rk) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows / RoPE pairs
       const uint32_t lanes_rows = fold_glu ? cs.r / 2 : cs.r;
       MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
