@@ -3,15 +3,16 @@
 // q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K and iq4_xs keep the file's bytes on the device: a
 // chunk's rows back to back (short rows on the texel path interleaved block by block, weights.glsl's
 // raw_block), each row K / RAW_ELEMS blocks of RAW_BYTES, no padding — so device memory equals
-// file size. A block may therefore start at any even byte (18-, 22-, 110- and
-// 210-byte blocks); the helpers below fetch the 16-byte texels covering a span once and shift
-// the words into place. The host pads each chunk by 32 bytes so the last span's extra texel
-// exists. Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),
+// file size. A block may therefore start at any even byte (18-, 22- and 110-byte blocks); the
+// helpers below fetch the 16-byte texels covering a span once and shift the words into place.
+// The host pads each chunk by 32 bytes so the last span's extra texel exists. q6_K alone is
+// regrouped (the same bytes, in another order; q6_body below) so that its blocks start on a texel.
+// Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),
 // which computes every value with the same float operations in the same order, so a decoded
 // weight is bit-identical on both sides; `precise` keeps the compiler from fusing a
 // multiply-add into an fma that would round differently.
 //
-// decode_raw(b, s, v, scale): sub-block s (32 values) of the block at byte b; value 4i + c is
+// decode_raw(fb, s, v, scale): sub-block s (32 values) of the chunk's block fb; value 4i + c is
 // v[i][c] * scale.
 
 #if defined(WT_Q4_0)
@@ -47,6 +48,23 @@ uint raw_u16(uint b) {
   return (b & 2u) != 0 ? w >> 16 : w & 0xffffu;
 }
 float raw_half(uint b) { return unpackHalf2x16(raw_u16(b)).x; }
+
+#if defined(WT_Q6_K)
+// q6_K blocks on the device, in groups of 8 (a chunk's last group may be shorter): the 8 blocks'
+// f16 d in the group's first texel (block j's in half j), then each block's other 208 bytes
+// (ql, qh, scales) — 105 texels, the 1680 bytes the file holds for 8 blocks, every block on a
+// texel. In the file a 210-byte block starts at any even byte and every word of it had to be
+// shifted out of two texels (ops/matmul.cpp: upload_weight regroups).
+const uint Q6_GROUP_TEXELS = 105, Q6_BODY_TEXELS = 13;
+uint q6_body(uint fb) { return (fb / 8) * Q6_GROUP_TEXELS + 1 + Q6_BODY_TEXELS * (fb % 8); }
+// d of block fb, its word as 2 halves (the caller unpacks): selects, not a dynamic component index.
+uint q6_d_word(uint fb) {
+  const uvec4 t = load_w((fb / 8) * Q6_GROUP_TEXELS);
+  const uint k = (fb % 8) / 2;
+  const uint w = k == 0u ? t.x : k == 1u ? t.y : k == 2u ? t.z : t.w;
+  return (fb & 1u) != 0 ? w >> 16 : w & 0xffffu;
+}
+#endif
 
 // Words s .. s+3 of the 8 words (p, q), s in 0..4. Vector selects, not an array indexed by s:
 // CPU rasterizers spill a dynamically indexed local array to memory, which cost q6_K 5x.
@@ -139,16 +157,18 @@ void decode32_words(uint hd, uint q[5], out vec4 n[8], out float d, out float m)
 #endif
 
 #if defined(WT_Q5_1)
-// decode_raw_dm(b, s, n, d, m): the block at byte b as integers n and its factors, value 4i + c
+// decode_raw_dm(fb, s, n, d, m): block fb as integers n and its factors, value 4i + c
 // being n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
-void decode_raw_dm(uint b, uint s, out vec4 n[8], out float d, out float m) {
+void decode_raw_dm(uint fb, uint s, out vec4 n[8], out float d, out float m) {
+  const uint b = fb * RAW_BYTES;
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);
   decode32_words(q[0], uint[5](q[1], q[2], q[3], q[4], q[5]), n, d, m);
 }
 #endif
 
-void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
+void decode_raw(uint fb, uint s, out vec4 v[8], out float scale) {
+  const uint b = fb * RAW_BYTES;
 #if defined(WT_Q4_0)
   uint q[4];
   raw_words4(b + 2, q);
@@ -196,16 +216,18 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
     v[i] = x;
   }
 #elif defined(WT_Q6_K)
-  const uint n = s / 4, j = s % 4;
-  scale = raw_half(b + 208);
-  const uint sc2 = raw_u16(b + 192 + 8 * n + 2 * j);  // int8 scales of values 0..15 and 16..31
+  const uint n = s / 4, j = s % 4, t = q6_body(fb);
+  scale = unpackHalf2x16(q6_d_word(fb)).x;
+  const uvec4 st = load_w(t + 12);  // the 16 int8 scales; values 0..15 and 16..31 of s: bytes 2s, 2s + 1
+  const uint sw = j / 2 == 0 ? (n == 0 ? st.x : st.z) : (n == 0 ? st.y : st.w);
+  const uint sc2 = (j % 2) != 0 ? sw >> 16 : sw;
   const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
-  uint ql[8], qh[8];
-  raw_words8(b + 64 * n + 32 * (j % 2), ql);
-  raw_words8(b + 128 + 32 * n, qh);
+  const uint qlt = t + 4 * n + 2 * (j % 2), qht = t + 8 + 2 * n;  // ql bytes 64n + 32(j % 2), qh 128 + 32n
+  const uvec4 ql0 = load_w(qlt), ql1 = load_w(qlt + 1), qh0 = load_w(qht), qh1 = load_w(qht + 1);
   for (uint i = 0; i < 8; ++i) {
-    const uvec4 lo = (j / 2) != 0 ? hi4(ql[i]) : lo4(ql[i]);
-    const uvec4 hi = (bytes4(qh[i]) >> (2 * j)) & 3u;
+    const uint l = i < 4 ? ql0[i] : ql1[i - 4], h = i < 4 ? qh0[i] : qh1[i - 4];
+    const uvec4 lo = (j / 2) != 0 ? hi4(l) : lo4(l);
+    const uvec4 hi = (bytes4(h) >> (2 * j)) & 3u;
     v[i] = vec4((ivec4(lo | (hi << 4)) - 32) * (i < 4 ? sc0 : sc1));
   }
 #elif defined(WT_Q3_K)
@@ -243,15 +265,25 @@ void decode_raw(uint b, uint s, out vec4 v[8], out float scale) {
 // Whole 256-value blocks as words, for kernels that walk a row block by block (matmul_lanes.comp
 // on CPU rasterizers, where a texel fetch is a per-lane gather that costs far more than the
 // arithmetic it feeds): one block is RAW_TEXELS fetches, then its 8 sub-blocks decode from
-// registers — 15 fetches per 256 q6_K values instead of 64. (q4_K and q5_K, whose blocks start
+// registers — 14 fetches per 256 q6_K values instead of 64. (q4_K and q5_K, whose blocks start
 // on a texel, are read by matmul_lanes.comp in 32-byte chunks instead: their words would spill.)
 #define RAW_SUPER
 const uint RAW_WORDS = (RAW_BYTES + 3) / 4;
 const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from any of a texel's 4 words
 
-// w[k] = the 4 bytes at b + 4k (b even; the last word may run past the block into the next or
-// the chunk's 32 bytes of padding, and the texels read stay inside them).
-void raw_block_words(uint b, out uint w[RAW_WORDS]) {
+// w[k] = the 4 bytes at 4k of block fb. q6_K: its 208 bytes from texels, then d (w[52]'s low half,
+// where the file holds it). Otherwise from b = fb · RAW_BYTES (even): the last word may run past
+// the block into the next or the chunk's 32 bytes of padding, and the texels read stay inside them.
+void raw_block_words(uint fb, out uint w[RAW_WORDS]) {
+#if defined(WT_Q6_K)
+  const uint t0 = q6_body(fb);
+  [[unroll]] for (uint i = 0; i < Q6_BODY_TEXELS; ++i) {
+    const uvec4 t = load_w(t0 + i);
+    [[unroll]] for (uint c = 0; c < 4; ++c) w[4 * i + c] = t[c];
+  }
+  w[52] = q6_d_word(fb);
+#else
+  const uint b = fb * RAW_BYTES;
   uvec4 t[RAW_TEXELS];
   [[unroll]] for (uint i = 0; i < RAW_TEXELS; ++i) t[i] = load_w((b >> 4) + i);
   const uint q = (b >> 2) & 3u;
@@ -265,6 +297,7 @@ void raw_block_words(uint b, out uint w[RAW_WORDS]) {
     const uint hi = q == 0u ? a1 : q == 1u ? a2 : q == 2u ? a3 : a4;
     w[k] = odd ? (lo >> 16) | (hi << 16) : lo;
   }
+#endif
 }
 
 // Sub-block s (a constant where the caller unrolls) of a block's words as integers n and

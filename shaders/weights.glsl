@@ -7,8 +7,8 @@
 //   q8_0 : 2 texels per block (16 int8 each); the per-block f32 scales live in a separate array
 //          (N, Kb) — separate, not GGUF's interleaved 34-byte blocks, so loads stay 16-byte aligned.
 //   q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K, iq4_xs: the file's own blocks, rows back to back
-//          (shaders/quants.glsl; short rows interleaved, below); K is a multiple of the block
-//          size, so no row is padded.
+//          (shaders/quants.glsl; short rows interleaved, below; q6_K's regrouped in eights so that
+//          each block starts on a texel); K is a multiple of the block size, so no row is padded.
 // WEIGHTS_TEXEL selects a uniform texel buffer (fast on CPU rasterizers, which bounds-check every
 // storage load per component) over a storage buffer (what real GPUs prefer).
 //
@@ -101,7 +101,7 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, uint rows, o
 #if defined(WEIGHTS_RAW)
   // `block` counts 32-value sub-blocks; a file block (super-block) holds RAW_SUBS of them.
   const uint fb = raw_block(row, block / RAW_SUBS, blocks_per_row / RAW_SUBS, rows);
-  decode_raw(fb * RAW_BYTES, block % RAW_SUBS, v, scale);
+  decode_raw(fb, block % RAW_SUBS, v, scale);
 #else
   const uint tpr = blocks_per_row * TEXELS_PER_BLOCK, t0 = block * TEXELS_PER_BLOCK;
 #if defined(WT_F32)
@@ -133,9 +133,9 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, uint rows, o
 void load_block_dm(uint row, uint block, uint blocks_per_row, uint rows, out vec4 v[8], out float d, out float m) {
   const uint fb = raw_block(row, block / RAW_SUBS, blocks_per_row / RAW_SUBS, rows);
 #if defined(WT_Q5_1)
-  decode_raw_dm(fb * RAW_BYTES, block % RAW_SUBS, v, d, m);
+  decode_raw_dm(fb, block % RAW_SUBS, v, d, m);
 #else
-  decode_raw(fb * RAW_BYTES, block % RAW_SUBS, v, d);
+  decode_raw(fb, block % RAW_SUBS, v, d);
   m = 0.0;
 #endif
 }

@@ -40,7 +40,7 @@ uint32_t weight_type_block(WeightType t) {
 namespace {
 
 // Device bytes of one row of K values. f32 / f16 / q8_0 are repacked into 32-value blocks
-// (q8_0's scales in a separate array); the other block types keep the file's bytes.
+// (q8_0's scales in a separate array); the other block types keep the file's bytes (q6_K's regrouped).
 uint64_t row_bytes_of(WeightType t, uint32_t K) {
   const uint64_t kb = (K + 31) / 32;
   switch (t) {
@@ -78,6 +78,27 @@ void interleave_rows(T* data, uint32_t rows, uint64_t per_row, size_t size, uint
     for (uint32_t r = 0; r < h; ++r)
       for (uint64_t e = 0; e < per_row; ++e)
         std::memcpy(base + (e * h + r) * size, tile.data() + (uint64_t(r) * per_row + e) * size, size);
+  }
+}
+
+// q6_K's device order (quants.glsl: q6_body): each group of 8 blocks (the last may be shorter)
+// as the 8 blocks' f16 d, then their other 208 bytes each, so every block starts on a 16-byte
+// texel. A short last group of m blocks takes 16 + 208·m bytes, at most 14 more than its 210·m,
+// which the chunk's kRawSlack holds.
+constexpr size_t kQ6KBody = kQ6_KBytes - 2, kQ6KGroup = 8;  // a block's bytes before d; blocks a group
+void group_q6_k(uint8_t* data, uint64_t blocks) {
+  static_assert(kRawSlack >= 16 - 2);
+  std::vector<uint8_t> group(kQ6KGroup * kQ6_KBytes);
+  for (uint64_t g0 = 0; g0 < blocks; g0 += kQ6KGroup) {
+    const uint64_t m = std::min<uint64_t>(kQ6KGroup, blocks - g0);
+    uint8_t* base = data + g0 * kQ6_KBytes;
+    std::memcpy(group.data(), base, m * kQ6_KBytes);
+    std::memset(base, 0, 16);
+    for (uint64_t j = 0; j < m; ++j) {
+      const uint8_t* blk = group.data() + j * kQ6_KBytes;
+      std::memcpy(base + 2 * j, blk + kQ6KBody, 2);  // d: the file block's last 2 bytes
+      std::memcpy(base + 16 + j * kQ6KBody, blk, kQ6KBody);
+    }
   }
 }
 
@@ -191,10 +212,10 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
       // Rows are back to back in the file too: the chunk is one contiguous range of it. Short rows
       // on the texel path are then interleaved block by block (weights.glsl: raw_block).
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
-      if (W.texel && row_bytes <= kRawTileMaxRowBytes) {
-        const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
+      const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
+      if (W.texel && row_bytes <= kRawTileMaxRowBytes)
         interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, kRawRowTile);
-      }
+      if (type == WeightType::Q6_K) group_q6_k(staging.data(), rows * row_bytes / block_bytes);
     } else {
       // Row-major rows of whole blocks first (zero past K), then on the texel path the tiles
       // interleaved texel by texel.
