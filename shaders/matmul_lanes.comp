@@ -473,8 +473,8 @@ void main() {
   [[unroll]] for (uint i = 0; i < R * BT; ++i) acc[i] = 0.0;
 
 #if defined(RAW_CHUNKS)
-  // Blocks' four 32-byte quant chunks in order, the block's header (chunk_header) fetched with
-  // the first. At batch 1 the chunks are unrolled, so each sub-block's scale and min unpack by
+  // Blocks' four 32-byte quant chunks in order. At batch 1 a block's header (chunk_header) is
+  // fetched once for its chunks, which are unrolled, so each sub-block's scale and min unpack by
   // constant shifts (4096² q4_K, single-threaded lavapipe: 2.33 → 2.25 ms); with more batch rows
   // the unrolled body spills (batch 16: 23.2 → 29.1 ms), so one flat loop walks them there,
   // fetching the header with every chunk: under `if (c == 0)` lavapipe ran the fetch masked
@@ -568,8 +568,9 @@ void main() {
     }
   }
 #else
-  // RAW_BLOCKS. Rows of whole groups that are row-major: group by group (group_block_dot).
-  if (GROUPS && kb % 8 == 0 && kb * RAW_BYTES > RAW_TILE_MAX_ROW_BYTES) {
+  // RAW_BLOCKS. Rows of whole groups that are row-major (GROUPS: the host checks both per
+  // matrix): group by group (group_block_dot).
+  if (GROUPS) {
     uint gbase[R];  // the row's first texel (its bytes are a multiple of a group's: 16-byte aligned)
     [[unroll]] for (uint r = 0; r < R; ++r) gbase[r] = rows[r] * (kb * RAW_BYTES / 16);
     for (uint g = 0; g < kb / 8; ++g) {
