@@ -316,7 +316,7 @@ void q6_dot_texels(uint w[R][RAW_WORDS], uint s, vec4 xp[XB], inout float acc[RB
 
 #if defined(RAW_BLOCKS)
 // q4_0, q5_0, q5_1 rows of whole groups of 8 blocks, stored row-major (long rows on the texel
-// path, weights.glsl's raw_block): a group is GT texels from a texel boundary (8 blocks of 18, 22
+// path, quants.glsl's raw_block): a group is GT texels from a texel boundary (8 blocks of 18, 22
 // or 24 bytes: 144, 176, 192 bytes), so block j's bytes sit at constant offsets in it. Block by
 // block, each row fetches only the texels that block reaches past the previous one's, the shared
 // texel carried over: 9 / 11 / 12 fetches a group and row, not 3–4 a block (a texel fetch is a
@@ -365,15 +365,13 @@ const uint QS = 3;  // texels before the quants: header, 32 bytes of fifth bits
 #else
 const uint QS = 1;
 #endif
-const uint TB = RAW_BYTES / 16;  // texels a block
 
 void chunk_header(uint rows[R], uint nsb, uint sb, out uvec4 h[R], out uvec4 qh[R][2]) {
   [[unroll]] for (uint r = 0; r < R; ++r) {
-    const uint base = raw_block(rows[r], sb, nsb, pc.N) * TB;
-    h[r] = load_w(base);
+    h[r] = load_w(raw_texel(rows[r], sb, 0, nsb, pc.N));
 #if defined(WT_Q5_K)
-    qh[r][0] = load_w(base + 1);
-    qh[r][1] = load_w(base + 2);
+    qh[r][0] = load_w(raw_texel(rows[r], sb, 1, nsb, pc.N));
+    qh[r][1] = load_w(raw_texel(rows[r], sb, 2, nsb, pc.N));
 #else
     qh[r][0] = qh[r][1] = uvec4(0);
 #endif
@@ -384,9 +382,8 @@ void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][
                inout float ss[BT], inout float acc[RB]) {
   uvec4 t[R][2];
   [[unroll]] for (uint r = 0; r < R; ++r) {
-    const uint base = raw_block(rows[r], sb, nsb, pc.N) * TB;
-    t[r][0] = load_w(base + QS + 2 * c);
-    t[r][1] = load_w(base + QS + 1 + 2 * c);
+    t[r][0] = load_w(raw_texel(rows[r], sb, QS + 2 * c, nsb, pc.N));
+    t[r][1] = load_w(raw_texel(rows[r], sb, QS + 1 + 2 * c, nsb, pc.N));
   }
   [[unroll]] for (uint g = 0; g < 2; ++g) {
     // Texel by texel, each taken from its lane (or xv) where it is used: a block's 8·BT texels

@@ -1,9 +1,9 @@
 // Block types read in place in their GGUF layout (included by weights.glsl for WEIGHTS_RAW).
 //
 // q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K and iq4_xs keep the file's bytes on the device: a
-// chunk's rows back to back (short rows on the texel path interleaved block by block, weights.glsl's
-// raw_block), each row K / RAW_ELEMS blocks of RAW_BYTES, no padding — so device memory equals
-// file size. A block may therefore start at any even byte (18-, 22- and 110-byte blocks); the
+// chunk's rows back to back (on the texel path short rows interleaved block by block, raw_block;
+// q4_K and q5_K texel by texel, raw_texel), each row K / RAW_ELEMS blocks of RAW_BYTES, no
+// padding — so device memory equals file size. A block may therefore start at any even byte (18-, 22- and 110-byte blocks); the
 // helpers below fetch the 16-byte texels covering a span once and shift the words into place.
 // The host pads each chunk by 32 bytes so the last span's extra texel exists. q6_K alone is
 // regrouped (the same bytes, in another order; q6_body below) so that its blocks start on a texel.
@@ -12,8 +12,8 @@
 // weight is bit-identical on both sides; `precise` keeps the compiler from fusing a
 // multiply-add into an fma that would round differently.
 //
-// decode_raw(fb, s, v, scale): sub-block s (32 values) of the chunk's block fb; value 4i + c is
-// v[i][c] * scale.
+// decode_raw(row, fb, nfb, rows, s, v, scale): sub-block s (32 values) of file block fb (of nfb
+// a row) of `row` in a chunk of `rows` rows; value 4i + c is v[i][c] * scale.
 
 #if defined(WT_Q4_0)
 const uint RAW_ELEMS = 32, RAW_BYTES = 18;
@@ -40,6 +40,46 @@ const uint RAW_SUBS = RAW_ELEMS / 32;  // 32-value sub-blocks per block
 const bool RAW_MIN = true;
 #else
 const bool RAW_MIN = false;
+#endif
+
+// The texel-path tiles of a chunk's rows (weights.glsl says why rows are interleaved at all).
+// raw_block(row, fb, nfb, rows): the device index of file block fb (of nfb a row) of `row` in a
+// chunk of `rows` rows. A short row (at most RAW_TILE_MAX_ROW_BYTES, ops/matmul.cpp:
+// kRawTileMaxRowBytes) is too short a memory stream for the prefetcher to follow when every lane
+// walks its own: tiles of RAW_TILE rows (a lanes workgroup's at batch 1) are interleaved block by
+// block, one stream a tile. Single-threaded lavapipe, batch 1: q6_K 32768 x 512 5.3 → 4.9 ms;
+// q5_0 512 x 1408 256 → 157 µs, q4_0 190 → 132 µs. Longer rows are streams enough and
+// interleaved measured slower (q4_K 8192 x 2048, 1152-byte rows: 2.65 → 2.8-3.1 ms; 4096²: 2.08
+// → 2.6-2.8 ms), so they stay row-major, as on the storage path.
+const uint RAW_TILE = 16, RAW_TILE_MAX_ROW_BYTES = 1024;
+uint raw_block(uint row, uint fb, uint nfb, uint rows) {
+#ifdef WEIGHTS_TEXEL
+  const uint tile = nfb * RAW_BYTES <= RAW_TILE_MAX_ROW_BYTES ? RAW_TILE : 1u;
+#else
+  const uint tile = 1u;
+#endif
+  const uint t0 = row - row % tile, h = min(tile, rows - t0);
+  return t0 * nfb + fb * h + (row - t0);
+}
+
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+// q4_K and q5_K blocks are whole texels (144, 176 bytes), so on the texel path every row is
+// interleaved texel by texel in tiles of RAW_TEXEL_TILE rows, as f16's are (ops/matmul.cpp:
+// kRawTexelTile): the lanes of a workgroup, one row each, then fetch neighbouring texels, where
+// with whole blocks side by side each lane's fetch was a cache line of its own. Single-threaded
+// lavapipe, blocks interleaved (short rows) or row-major → texels interleaved, batch 1: q4_K
+// 512x512 54.7 → 47.8 µs, 2816x512 275 → 249 µs, 4096² 2.09 → 1.92 ms, q5_K 61.0 → 53.7 µs,
+// 309 → 278 µs, 2.35 → 2.15 ms; batch 16: q4_K 455 → 389 µs, 2.50 → 2.16 ms, 20.0 → 18.8 ms.
+// raw_texel(row, fb, i, nfb, rows): the device index of texel i of that block.
+const uint RAW_TEXEL_TILE = 16, RAW_BLOCK_TEXELS = RAW_BYTES / 16;
+uint raw_texel(uint row, uint fb, uint i, uint nfb, uint rows) {
+#ifdef WEIGHTS_TEXEL
+  const uint t0 = row - row % RAW_TEXEL_TILE, h = min(RAW_TEXEL_TILE, rows - t0);
+  return t0 * nfb * RAW_BLOCK_TEXELS + (fb * RAW_BLOCK_TEXELS + i) * h + (row - t0);
+#else
+  return (row * nfb + fb) * RAW_BLOCK_TEXELS + i;
+#endif
+}
 #endif
 
 // The 16 bits at byte b (even).
@@ -157,18 +197,20 @@ void decode32_words(uint hd, uint q[5], out vec4 n[8], out float d, out float m)
 #endif
 
 #if defined(WT_Q5_1)
-// decode_raw_dm(fb, s, n, d, m): block fb as integers n and its factors, value 4i + c
+// decode_raw_dm(row, fb, nfb, rows, s, n, d, m): the block as integers n and its factors, value 4i + c
 // being n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
-void decode_raw_dm(uint fb, uint s, out vec4 n[8], out float d, out float m) {
-  const uint b = fb * RAW_BYTES;
+void decode_raw_dm(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 n[8], out float d, out float m) {
+  const uint b = raw_block(row, fb, nfb, rows) * RAW_BYTES;
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
   raw_words8(b, q);
   decode32_words(q[0], uint[5](q[1], q[2], q[3], q[4], q[5]), n, d, m);
 }
 #endif
 
-void decode_raw(uint fb, uint s, out vec4 v[8], out float scale) {
-  const uint b = fb * RAW_BYTES;
+void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], out float scale) {
+#if !defined(WT_Q4_K) && !defined(WT_Q5_K)
+  const uint db = raw_block(row, fb, nfb, rows), b = db * RAW_BYTES;  // the device block, its byte
+#endif
 #if defined(WT_Q4_0)
   uint q[4];
   raw_words4(b + 2, q);
@@ -191,8 +233,8 @@ void decode_raw(uint fb, uint s, out vec4 v[8], out float scale) {
     v[4 + i] = c;
   }
 #elif defined(WT_Q4_K) || defined(WT_Q5_K)
-  // b is a multiple of 16: texel 0 = d, dmin, 12 scale bytes.
-  const uvec4 h = load_w(b >> 4);
+  // Texel 0 = d, dmin, 12 scale bytes (q5_K: 2 texels of fifth bits next), then the quants.
+  const uvec4 h = load_w(raw_texel(row, fb, 0, nfb, rows));
   const vec2 dd = unpackHalf2x16(h.x);
   float sc, m;
   k4_scale_min(h, s, sc, m);
@@ -200,12 +242,12 @@ void decode_raw(uint fb, uint s, out vec4 v[8], out float scale) {
   precise float ml = dd.y * m;
   scale = 1.0;
 #if defined(WT_Q4_K)
-  const uint qt = (b + 16 + 32 * (s / 2)) >> 4;
+  const uint qt = 1 + 2 * (s / 2);
 #else
-  const uint qt = (b + 48 + 32 * (s / 2)) >> 4;
-  const uvec4 qh0 = load_w((b + 16) >> 4), qh1 = load_w(((b + 16) >> 4) + 1);
+  const uint qt = 3 + 2 * (s / 2);
+  const uvec4 qh0 = load_w(raw_texel(row, fb, 1, nfb, rows)), qh1 = load_w(raw_texel(row, fb, 2, nfb, rows));
 #endif
-  const uvec4 q0 = load_w(qt), q1 = load_w(qt + 1);
+  const uvec4 q0 = load_w(raw_texel(row, fb, qt, nfb, rows)), q1 = load_w(raw_texel(row, fb, qt + 1, nfb, rows));
   for (uint i = 0; i < 8; ++i) {
     const uint w = i < 4 ? q0[i] : q1[i - 4];
     uvec4 n = (s & 1u) != 0 ? hi4(w) : lo4(w);
@@ -216,8 +258,8 @@ void decode_raw(uint fb, uint s, out vec4 v[8], out float scale) {
     v[i] = x;
   }
 #elif defined(WT_Q6_K)
-  const uint n = s / 4, j = s % 4, t = q6_body(fb);
-  scale = unpackHalf2x16(q6_d_word(fb)).x;
+  const uint n = s / 4, j = s % 4, t = q6_body(db);
+  scale = unpackHalf2x16(q6_d_word(db)).x;
   const uvec4 st = load_w(t + 12);  // the 16 int8 scales; values 0..15 and 16..31 of s: bytes 2s, 2s + 1
   const uint sw = j / 2 == 0 ? (n == 0 ? st.x : st.z) : (n == 0 ? st.y : st.w);
   const uint sc2 = (j % 2) != 0 ? sw >> 16 : sw;

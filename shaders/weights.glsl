@@ -18,7 +18,9 @@
 // row is its own memory stream, more than the hardware prefetcher follows, and a 4096-wide f16
 // matmul at batch 1 ran at half the bandwidth. Interleaved, a tile is one sequential stream.
 // The file block types are interleaved block by block in tiles of RAW_TILE rows only where a row
-// is short (raw_block), and stay row-major otherwise.
+// is short (raw_block), and stay row-major otherwise — except q4_K and q5_K, whose blocks are
+// whole texels: their rows are interleaved texel by texel like f16's, in tiles of RAW_TEXEL_TILE
+// rows, whatever their length (raw_texel).
 
 #if defined(WT_F32)
 const uint TEXELS_PER_BLOCK = 8;
@@ -60,25 +62,6 @@ uvec4 load_w(uint texel) { return w_buf[texel]; }
 
 #ifdef WEIGHTS_RAW
 #include "quants.glsl"
-
-// Index of file block fb (of nfb a row) of `row` in a chunk of `rows` rows. On the texel path a
-// short row (at most RAW_TILE_MAX_ROW_BYTES, ops/matmul.cpp: kRawTileMaxRowBytes) is too short a
-// memory stream for the prefetcher to follow when every lane walks its own: tiles of RAW_TILE rows
-// (a lanes workgroup's at batch 1) are interleaved block by block, one stream a tile. Single-
-// threaded lavapipe, batch 1: q4_K 16384 x 1024 3.81 → 2.56 ms, 32768 x 512 3.35 → 3.05 ms; q6_K
-// 32768 x 512 5.3 → 4.9 ms; q5_0 512 x 1408 256 → 157 µs, q4_0 190 → 132 µs. Longer rows are
-// streams enough and interleaved measured slower (q4_K 8192 x 2048, 1152-byte rows: 2.65 → 2.8-3.1
-// ms; 4096²: 2.08 → 2.6-2.8 ms), so they stay row-major, as on the storage path.
-const uint RAW_TILE = 16, RAW_TILE_MAX_ROW_BYTES = 1024;
-uint raw_block(uint row, uint fb, uint nfb, uint rows) {
-#ifdef WEIGHTS_TEXEL
-  const uint tile = nfb * RAW_BYTES <= RAW_TILE_MAX_ROW_BYTES ? RAW_TILE : 1u;
-#else
-  const uint tile = 1u;
-#endif
-  const uint t0 = row - row % tile, h = min(tile, rows - t0);
-  return t0 * nfb + fb * h + (row - t0);
-}
 #endif
 
 // q8_0 block scales (N, Kb) f32. Through a texel view as well when the weights are: a storage
@@ -100,8 +83,7 @@ float load_scale(uint i) { return w_scale[i]; }
 void load_block_unscaled(uint row, uint block, uint blocks_per_row, uint rows, out vec4 v[8], out float scale) {
 #if defined(WEIGHTS_RAW)
   // `block` counts 32-value sub-blocks; a file block (super-block) holds RAW_SUBS of them.
-  const uint fb = raw_block(row, block / RAW_SUBS, blocks_per_row / RAW_SUBS, rows);
-  decode_raw(fb, block % RAW_SUBS, v, scale);
+  decode_raw(row, block / RAW_SUBS, blocks_per_row / RAW_SUBS, rows, block % RAW_SUBS, v, scale);
 #else
   const uint tpr = blocks_per_row * TEXELS_PER_BLOCK, t0 = block * TEXELS_PER_BLOCK;
 #if defined(WT_F32)
@@ -131,11 +113,11 @@ void load_block_unscaled(uint row, uint block, uint blocks_per_row, uint rows, o
 #if defined(WEIGHTS_RAW)
 // Decodes one 32-value block of a file block type as v · d − m (m = 0 unless RAW_MIN).
 void load_block_dm(uint row, uint block, uint blocks_per_row, uint rows, out vec4 v[8], out float d, out float m) {
-  const uint fb = raw_block(row, block / RAW_SUBS, blocks_per_row / RAW_SUBS, rows);
+  const uint fb = block / RAW_SUBS, nfb = blocks_per_row / RAW_SUBS;
 #if defined(WT_Q5_1)
-  decode_raw_dm(fb, block % RAW_SUBS, v, d, m);
+  decode_raw_dm(row, fb, nfb, rows, block % RAW_SUBS, v, d, m);
 #else
-  decode_raw(fb, block % RAW_SUBS, v, d);
+  decode_raw(row, fb, nfb, rows, block % RAW_SUBS, v, d);
   m = 0.0;
 #endif
 }

@@ -60,9 +60,12 @@ constexpr uint64_t kRawSlack = 32;
 // W_TILE, which says why).
 constexpr uint32_t kTexelRowTile = 64;
 // Texel-path rows of the file block types are interleaved block by block in tiles of
-// kRawRowTile rows when a row holds at most kRawTileMaxRowBytes (weights.glsl: raw_block says why).
+// kRawRowTile rows when a row holds at most kRawTileMaxRowBytes (quants.glsl: raw_block says why).
 constexpr uint32_t kRawRowTile = 16;
 constexpr uint64_t kRawTileMaxRowBytes = 1024;
+// q4_K and q5_K rows on the texel path, whatever their length, interleaved texel by texel in
+// tiles of this many rows (quants.glsl: raw_texel says why).
+constexpr uint32_t kRawTexelTile = 16;
 constexpr uint32_t kSuperBlockRows = 4;  // matmul_lanes rows and batch rows per lane over 256-value blocks (see matmul())
 
 // Rearranges `rows` row-major rows of `per_row` elements of `size` bytes into weights.glsl's
@@ -210,10 +213,13 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
     staging.assign(rows * row_bytes + slack, 0);  // zero padding past K
     if (raw) {
       // Rows are back to back in the file too: the chunk is one contiguous range of it. Short rows
-      // on the texel path are then interleaved block by block (weights.glsl: raw_block).
+      // on the texel path are then interleaved block by block (quants.glsl: raw_block), and q4_K /
+      // q5_K rows texel by texel (raw_texel).
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
       const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
-      if (W.texel && row_bytes <= kRawTileMaxRowBytes)
+      if (W.texel && (type == WeightType::Q4_K || type == WeightType::Q5_K))  // whole-texel blocks
+        interleave_rows(staging.data(), rows, row_bytes / 16, 16, kRawTexelTile);
+      else if (W.texel && row_bytes <= kRawTileMaxRowBytes)
         interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, kRawRowTile);
       if (type == WeightType::Q6_K) group_q6_k(staging.data(), rows * row_bytes / block_bytes);
     } else {
