@@ -20,7 +20,9 @@
 // - ROPE_KV (a variant): W is a layer's q|k|v rows (heads of width D = n_rot). A lane owns R/2
 //   RoPE pairs (both rows of each), so it turns q and k in registers: q is written rotated, k
 //   and v as projected, and the rotated k and the v go into cache row slot + b — what
-//   rope_kv_write (rope_kv.comp) does after a plain matmul, bit for bit.
+//   rope_kv_write (rope_kv.comp) does after a plain matmul, bit for bit. A weight of several
+//   chunks (a file may store v in another type than q and k) runs one dispatch a chunk, each
+//   chunk whole heads (row_offset a multiple of D).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint R = 2;   // rows per invocation
 layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup (gl_WorkGroupID.y tiles B)
@@ -604,7 +606,7 @@ void main() {
     [[unroll]] for (uint b = 0; b < BT; ++b) {
       const uint g = g0 + k * WG, bb = b0 + b;
       const bool live = g < npairs && bb < pc.B;
-      const uint ra = rows[k], rb = rows[k + P];
+      const uint ra = pc.row_offset + rows[k], rb = pc.row_offset + rows[k + P];  // in the whole q|k|v
       float a = acc[k * BT + b], c = acc[(k + P) * BT + b];
       if (pc.has_bias != 0) a += bias[ra], c += bias[rb];
       // q and k turn; k is cached turned but left in y as projected (as rope_kv_write does).

@@ -300,11 +300,15 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
     uint32_t B, H, Hkv, D;
     WeightType wt;
     bool bias, norm, table;
+    // v's rows in another type, a chunk of their own (as a Q4_K_M file's q6_K attn_v beside q4_K
+    // q and k): q6_K beside a 256-value type, q4_0 beside a 32-value one. One dispatch a chunk.
+    bool split_v = false;
   };
   const Case cases[] = {{1, 4, 2, 16, WeightType::F16, false, true, false},  {7, 6, 3, 32, WeightType::Q8_0, true, true, true},
                         {17, 8, 1, 64, WeightType::F16, true, false, true},  {5, 2, 2, 128, WeightType::Q4_K, false, true, false},
                         {3, 6, 2, 32, WeightType::F32, true, true, true},    {9, 3, 3, 8, WeightType::Q4_0, false, false, false},
-                        {32, 4, 2, 32, WeightType::Q8_0, false, true, false}};  // 32: two 16-row tiles (ops/matmul.cpp)
+                        {32, 4, 2, 32, WeightType::Q8_0, false, true, false},  // 32: two 16-row tiles (ops/matmul.cpp)
+                        {5, 4, 2, 32, WeightType::Q4_K, true, true, true, true}, {18, 3, 1, 16, WeightType::Q8_0, false, false, false, true}};
   const bool lanes = ctx.caps().quirks.single_subgroup_kernels && ctx.caps().subgroup_shuffle;
   if (!lanes) MESSAGE("device '" << ctx.caps().name << "' has no lanes kernel with shuffles: the unfolded path is compared");
   uint32_t seed = 100;
@@ -317,9 +321,19 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
         const std::string what = std::string(weight_type_name(c.wt)) + " B " + std::to_string(c.B) + " H " +
                                  std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D " + std::to_string(c.D) +
                                  (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves") +
-                                 (seed % 2 == 0 ? " scaled" : "");
-        const auto raw = make_weight(c.wt, N, K, seed);
-        const DeviceWeight W = upload_weight(ctx, c.wt, N, K, raw.data());
+                                 (seed % 2 == 0 ? " scaled" : "") + (c.split_v ? " split v" : "");
+        DeviceWeight W;
+        if (c.split_v) {
+          const WeightType vt = weight_type_block(c.wt) == 256 ? WeightType::Q6_K : WeightType::Q4_0;
+          const auto qk = make_weight(c.wt, HD + kv, K, seed), v = make_weight(vt, kv, K, seed + 5);
+          std::vector<DeviceWeight> parts;
+          parts.push_back(upload_weight(ctx, c.wt, HD + kv, K, qk.data()));
+          parts.push_back(upload_weight(ctx, vt, kv, K, v.data()));
+          W = stack_weights(std::move(parts));
+        } else {
+          const auto raw = make_weight(c.wt, N, K, seed);
+          W = upload_weight(ctx, c.wt, N, K, raw.data());
+        }
         const auto x = random_floats(size_t(c.B) * K, seed + 1, -2, 2);
         const auto bias = random_floats(N, seed + 2), g = random_floats(K, seed + 3, 0.5f, 1.5f);
         std::vector<int32_t> table(pos_off + c.B);
@@ -360,7 +374,9 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
         matmul(seq, W, Mat{&xb, 0, K}, Mat{&yb, y_off, ys}, c.B, mb);
         const uint32_t folded = seq.dispatch_count() - before;
         seq.run();
-        if (lanes) CHECK_MESSAGE(folded == 1, what << ": " << folded << " dispatches, not folded into the matmul");
+        if (lanes)
+          CHECK_MESSAGE(folded == W.chunks.size(), what << ": " << folded << " dispatches for " << W.chunks.size()
+                                                         << " chunks, not folded into the matmul");
         const auto y1 = ya.read<float>(yjunk.size()), y2 = yb.read<float>(yjunk.size());
         size_t bad_y = 0;
         for (size_t i = 0; i < y1.size(); ++i) bad_y += std::memcmp(&y1[i], &y2[i], 4) != 0;

@@ -336,7 +336,11 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     const RopeKvFold& f = *args.rope_kv;
     const DeviceCaps& caps = ctx.caps();
     // The epilogue owns whole RoPE pairs per lane, f16 cache words across a lane pair (mode 1).
-    const bool fold = v == 3 && W.chunks.size() == 1 && f.n_rot == f.D && f.D % 4 == 0 && f.kv % f.D == 0 &&
+    // Chunks of whole heads each (one dispatch a chunk: e.g. a Q4_K_M file's q4_K q and k, q6_K v).
+    const bool whole_heads = f.D > 0 && std::all_of(W.chunks.begin(), W.chunks.end(), [&](const DeviceWeight::Chunk& c) {
+      return c.row_begin % f.D == 0 && c.rows % f.D == 0;
+    });
+    const bool fold = v == 3 && whole_heads && f.n_rot == f.D && f.D % 4 == 0 && f.kv % f.D == 0 &&
                       f.k_col == f.H * f.D && f.v_col == f.k_col + f.kv && W.N == f.v_col + f.kv &&
                       caps.subgroup_shuffle && caps.subgroup_size >= 2 && caps.min_subgroup_size == caps.max_subgroup_size &&
                       (cfg.workgroup_size ? cfg.workgroup_size : caps.subgroup_size) % caps.subgroup_size == 0;
