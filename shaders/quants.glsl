@@ -3,10 +3,11 @@
 // q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K and iq4_xs keep the file's bytes on the device: a
 // chunk's rows back to back (on the texel path short rows interleaved block by block, raw_block;
 // q4_K and q5_K texel by texel, raw_texel), each row K / RAW_ELEMS blocks of RAW_BYTES, no
-// padding — so device memory equals file size. A block may therefore start at any even byte (18-, 22- and 110-byte blocks); the
-// helpers below fetch the 16-byte texels covering a span once and shift the words into place.
-// The host pads each chunk by 32 bytes so the last span's extra texel exists. q6_K alone is
-// regrouped (the same bytes, in another order; q6_body below) so that its blocks start on a texel.
+// padding — so device memory equals file size. A block may therefore start at any even byte
+// (18-, 22- and 110-byte blocks); the helpers below fetch the 16-byte texels covering a span once
+// and shift the words into place. The host pads each chunk by 32 bytes so the last span's extra
+// texel exists. q6_K alone is regrouped (the same bytes in another order, q6_body below) so that
+// its blocks start on a texel.
 // Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),
 // which computes every value with the same float operations in the same order, so a decoded
 // weight is bit-identical on both sides; `precise` keeps the compiler from fusing a
@@ -49,8 +50,9 @@ const bool RAW_MIN = false;
 // walks its own: tiles of RAW_TILE rows (a lanes workgroup's at batch 1) are interleaved block by
 // block, one stream a tile. Single-threaded lavapipe, batch 1: q6_K 32768 x 512 5.3 → 4.9 ms;
 // q5_0 512 x 1408 256 → 157 µs, q4_0 190 → 132 µs. Longer rows are streams enough and
-// interleaved measured slower (q4_K 8192 x 2048, 1152-byte rows: 2.65 → 2.8-3.1 ms; 4096²: 2.08
-// → 2.6-2.8 ms), so they stay row-major, as on the storage path.
+// interleaved block by block measured slower (q4_K, before its texel tiles below: 8192 x 2048,
+// 1152-byte rows, 2.65 → 2.8-3.1 ms; 4096², 2.08 → 2.6-2.8 ms), so they stay row-major, as on the
+// storage path.
 const uint RAW_TILE = 16, RAW_TILE_MAX_ROW_BYTES = 1024;
 uint raw_block(uint row, uint fb, uint nfb, uint rows) {
 #ifdef WEIGHTS_TEXEL
@@ -197,8 +199,9 @@ void decode32_words(uint hd, uint q[5], out vec4 n[8], out float d, out float m)
 #endif
 
 #if defined(WT_Q5_1)
-// decode_raw_dm(row, fb, nfb, rows, s, n, d, m): the block as integers n and its factors, value 4i + c
-// being n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value types: decode_words.)
+// decode_raw_dm(row, fb, nfb, rows, s, n, d, m): the block as integers n and its factors, value
+// 4i + c being n[i][c]·d − m (decode_raw computes n·d + (−m), the same value). (The 256-value
+// types: decode_words.)
 void decode_raw_dm(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 n[8], out float d, out float m) {
   const uint b = raw_block(row, fb, nfb, rows) * RAW_BYTES;
   uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)

@@ -40,7 +40,8 @@ uint32_t weight_type_block(WeightType t) {
 namespace {
 
 // Device bytes of one row of K values. f32 / f16 / q8_0 are repacked into 32-value blocks
-// (q8_0's scales in a separate array); the other block types keep the file's bytes (q6_K's regrouped).
+// (q8_0's scales in a separate array); the other block types keep the file's bytes (q6_K's
+// regrouped, group_q6_k).
 uint64_t row_bytes_of(WeightType t, uint32_t K) {
   const uint64_t kb = (K + 31) / 32;
   switch (t) {
