@@ -99,13 +99,8 @@ float raw_half(uint b) { return unpackHalf2x16(raw_u16(b)).x; }
 // shifted out of two texels (ops/matmul.cpp: upload_weight regroups).
 const uint Q6_GROUP_TEXELS = 105, Q6_BODY_TEXELS = 13;
 uint q6_body(uint fb) { return (fb / 8) * Q6_GROUP_TEXELS + 1 + Q6_BODY_TEXELS * (fb % 8); }
-// d of block fb, its word as 2 halves (the caller unpacks): selects, not a dynamic component index.
-uint q6_d_word(uint fb) {
-  const uvec4 t = load_w((fb / 8) * Q6_GROUP_TEXELS);
-  const uint k = (fb % 8) / 2;
-  const uint w = k == 0u ? t.x : k == 1u ? t.y : k == 2u ? t.z : t.w;
-  return (fb & 1u) != 0 ? w >> 16 : w & 0xffffu;
-}
+// d of block fb in the low half of a word (the caller unpacks): half fb % 8 of the group's first texel.
+uint q6_d_word(uint fb) { return raw_u16(((fb / 8) * Q6_GROUP_TEXELS << 4) + 2 * (fb % 8)); }
 #endif
 
 // Words s .. s+3 of the 8 words (p, q), s in 0..4. Vector selects, not an array indexed by s:
