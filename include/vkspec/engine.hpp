@@ -83,6 +83,15 @@ struct GenerateStats {
   double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
   std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)
   std::map<std::string, uint32_t> kernel_dispatches;    // dispatches per step by kernel label (time_kernels)
+  // time_kernels: the step's dispatches in recording order (the gate first), each with its phase
+  // and its GPU time averaged over the timed steps. Where the step's time goes dispatch by
+  // dispatch: on a driver whose every dispatch has a fixed cost, its count shows here.
+  struct TimedDispatch {
+    std::string label;
+    const char* phase = "";  // "draft", "verify" or "commit"
+    double us = 0;
+  };
+  std::vector<TimedDispatch> kernel_timeline;
 };
 
 // The engine: a StepPlan (src/speculative/step_plan.hpp) built once from the verifier, the

@@ -48,6 +48,9 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
     j["kernel_ms_per_step"] = st.kernel_ms;
     j["kernel_dispatches_per_step"] = st.kernel_dispatches;
+    nlohmann::json line = nlohmann::json::array();
+    for (const auto& d : st.kernel_timeline) line.push_back({{"kernel", d.label}, {"phase", d.phase}, {"us", d.us}});
+    j["kernel_timeline"] = std::move(line);
   }
   return j;
 }

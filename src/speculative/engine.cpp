@@ -324,6 +324,10 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
       std::map<std::string, uint32_t> count;
       for (const auto& k : tm.kernels) st.kernel_ms[k.label] += k.us * 1e-3, ++count[k.label];
       st.kernel_dispatches = std::move(count);  // the same plan every step: the last one's count
+      st.kernel_timeline.resize(tm.kernels.size());
+      for (size_t i = 0; i < tm.kernels.size(); ++i)
+        st.kernel_timeline[i].label = tm.kernels[i].label, st.kernel_timeline[i].phase = tm.phases[i],
+        st.kernel_timeline[i].us += tm.kernels[i].us;
     }
   }
   const uint32_t* out = static_cast<const uint32_t*>(p.buffers.out_list.mapped());
@@ -350,6 +354,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
     st.verify_ms = timing.verify_ms / submits;
     st.commit_ms = timing.commit_ms / submits;
     for (auto& [k, v] : st.kernel_ms) v /= submits;
+    for (auto& d : st.kernel_timeline) d.us /= submits;
   }
   return st;
 }

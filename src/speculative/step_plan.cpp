@@ -116,7 +116,9 @@ StepPlan::Timing StepPlan::timing() const {
   // Timestamp 0 is the gate; dispatch i (0-based, gate included) is kernels[i].
   for (uint32_t i = 0; i < tm.kernels.size(); ++i) {
     const uint32_t d = i;  // the gate counts as a dispatch
-    (d < end_draft_ ? tm.draft_ms : d < end_verify_ ? tm.verify_ms : tm.commit_ms) += tm.kernels[i].us * 1e-3;
+    const int phase = d < end_draft_ ? 0 : d < end_verify_ ? 1 : 2;
+    (phase == 0 ? tm.draft_ms : phase == 1 ? tm.verify_ms : tm.commit_ms) += tm.kernels[i].us * 1e-3;
+    tm.phases.push_back(phase == 0 ? "draft" : phase == 1 ? "verify" : "commit");
   }
   return tm;
 }

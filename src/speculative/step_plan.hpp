@@ -40,6 +40,7 @@ class StepPlan {
   struct Timing {
     double draft_ms = 0, verify_ms = 0, commit_ms = 0;
     std::vector<DispatchTiming> kernels;
+    std::vector<const char*> phases;  // kernels[i]'s phase: "draft", "verify" or "commit"
   };
   Timing timing() const;
 
