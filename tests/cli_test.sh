@@ -97,6 +97,10 @@ expect_error "bench-kernels refuses batch 0" "batches entries must be at least 1
 outk=$("$vkspec" bench-kernels --types q4_k --shapes 256x512,256x300 --batches 1 --reps 1 --rotate-mib 1 --no-cost --json 2>/dev/null)
 check "bench-kernels skips a q4_k shape whose rows are no multiple of 256 and measures the rest" \
   "printf '%s' \"\$outk\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert [(r[\"rows\"],r[\"cols\"]) for r in d[\"results\"]]==[(256,512)] and d[\"skipped\"][0][\"cols\"]==300 and \"multiple of 256\" in d[\"skipped\"][0][\"why\"], d'"
+outkt=$("$vkspec" bench-kernels --types f16 --shapes 64x64 --batches 1 --reps 2 --rotate-mib 1 --cost-model "$m" --cost-rows 1,4 --time-kernels --json 2>/dev/null)
+check "bench-kernels --time-kernels: each cost row's forward by kernel, the dispatch counts those of a forward and alike for every N" \
+  "printf '%s' \"\$outkt\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)[\"verify_cost\"]; k=d[\"kernels\"]; assert [r[\"rows\"] for r in k]==[1,4] and [r[\"rows\"] for r in d[\"results\"]]==[1,4], d; c=[r[\"dispatches_by_kernel\"] for r in k]; assert c[0]==c[1] and c[0][\"attention\"]>=1 and c[0][\"matmul\"]>=3, c; assert all(abs(sum(r[\"us_by_kernel\"].values())-r[\"us\"])<=1e-6*r[\"us\"] and min(r[\"us_by_kernel\"].values())>0 and set(r[\"us_by_kernel\"])==set(r[\"dispatches_by_kernel\"]) for r in k), k'"
+expect_error "bench-kernels --time-kernels needs the cost measurement" "drop --no-cost" bench-kernels --no-cost --time-kernels
 expect_error "bench-kernels with no measurable pair says why" "no --types / --shapes pair can be measured: q4_k rows must be a multiple of 256" bench-kernels --types q4_k --shapes 256x300 --no-cost
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "vkspec/dtype.hpp"
@@ -278,9 +279,9 @@ uint64_t model_bytes(const GgufFile& f) {
 
 // ---- verify cost ------------------------------------------------------------------------------
 
-nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
-                           uint32_t per_submit, const std::function<void(const std::string&)>& progress) {
-  using clock = std::chrono::steady_clock;
+namespace {
+// The random token ids of a cost pass (as many as its most rows), checked against the model.
+Buffer cost_tokens(Context& ctx, const LlamaModel& model, const std::vector<uint32_t>& rows) {
   const uint32_t maxN = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
   if (maxN > model.max_rows() || kCostAt + maxN > model.capacity())
     throw Error("verify cost: " + std::to_string(maxN) + " rows need a model with that many rows per pass and " +
@@ -290,6 +291,21 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
   for (auto& t : ids) t = rng() % uint32_t(model.config().V);
   Buffer tokens(ctx, uint64_t(maxN) * 4, MemoryKind::Host);
   tokens.upload(ids.data(), ids.size() * 4);
+  return tokens;
+}
+
+// One verify-like forward of N rows at KV length kCostAt: every row's logits, as verify.
+void record_cost_forward(Sequence& seq, LlamaModel& model, const Buffer& tokens, uint32_t N) {
+  LlamaModel::ForwardArgs a;
+  a.N = N, a.t = kCostAt, a.tokens = &tokens, a.logits_from = 0;
+  model.forward(seq, a);
+}
+}  // namespace
+
+nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
+                           uint32_t per_submit, const std::function<void(const std::string&)>& progress) {
+  using clock = std::chrono::steady_clock;
+  const Buffer tokens = cost_tokens(ctx, model, rows);
   const double tick_s = double(clock::period::num) / double(clock::period::den);
   std::vector<uint32_t> order = rows;
   if (std::find(order.begin(), order.end(), 1u) == order.end()) order.insert(order.begin(), 1);
@@ -304,11 +320,7 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
     for (size_t i = 0; i < order.size(); ++i) {
       if (progress && r >= 0) progress("verify cost N=" + std::to_string(order[i]) + " rep " + std::to_string(r + 1));
       seq.begin();
-      for (uint32_t k = 0; k < per_submit; ++k) {
-        LlamaModel::ForwardArgs a;
-        a.N = order[i], a.t = kCostAt, a.tokens = &tokens, a.logits_from = 0;  // every row's logits, as verify
-        model.forward(seq, a);
-      }
+      for (uint32_t k = 0; k < per_submit; ++k) record_cost_forward(seq, model, tokens, order[i]);
       seq.end();
       const auto t0 = clock::now();
       seq.submit();
@@ -325,6 +337,29 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
     out.push_back({{"rows", order[i]},
                    {"us_per_forward", stat_json(us, shortest, tick_s)},
                    {"cost_ratio", stat_json(ratio, shortest, tick_s)}});
+  }
+  return out;
+}
+
+nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps) {
+  if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
+  const Buffer tokens = cost_tokens(ctx, model, rows);
+  Sequence seq(ctx, 4096);  // more timestamps than any forward has dispatches
+  nlohmann::json out = nlohmann::json::array();
+  for (uint32_t N : rows) {
+    std::map<std::string, double> us;
+    std::map<std::string, uint32_t> count;
+    for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+      seq.begin();
+      record_cost_forward(seq, model, tokens, N);
+      seq.run();
+      if (r < 0) continue;
+      count.clear();
+      for (const DispatchTiming& d : seq.timings()) us[d.label] += d.us / reps, ++count[d.label];
+    }
+    double total = 0;
+    for (const auto& [k, v] : us) total += v;
+    out.push_back({{"rows", N}, {"us", total}, {"us_by_kernel", us}, {"dispatches_by_kernel", count}});
   }
   return out;
 }

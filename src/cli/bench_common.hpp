@@ -66,6 +66,10 @@ uint64_t model_bytes(const GgufFile& f);
 inline constexpr uint32_t kCostAt = 128;
 nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
                            uint32_t per_submit, const std::function<void(const std::string&)>& progress = {});
+// Where those forwards' time goes: per N, GPU microseconds by kernel label (timestamp queries,
+// which themselves add to each dispatch: compare kernels with each other and across N, not with
+// the wall-clock figures), averaged over `reps` forwards after a warm-up, and dispatch counts.
+nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps);
 
 // ---- report pieces ----------------------------------------------------------------------------
 nlohmann::json caps_json(const DeviceCaps& c);  // devices.cpp

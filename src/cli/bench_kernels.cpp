@@ -38,11 +38,13 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   const std::string types_opt = args.get("types", "f16,q8_0,f32");
   plan.batches = parse_list("batches", args.get("batches", "1,2,4,8,16,32,64"));
   const bool cost = !args.flag("no-cost");
+  const bool cost_kernels = args.flag("time-kernels");
   const std::string cost_model = args.get("cost-model", "tiny-512x8");
   const std::vector<uint32_t> cost_rows = parse_list("cost-rows", args.get("cost-rows", "1,2,4,8,16,32,64"));
   ContextOptions co;
   co.device = args.get("device", "");
   args.reject_unknown();
+  if (cost_kernels && !cost) throw Error("--time-kernels times the forwards of the cost measurement: drop --no-cost");
   std::vector<std::pair<uint32_t, uint32_t>> shapes;
   for (const std::string& shp : split_list(shapes_opt, ',')) {
     uint32_t N = 0, K = 0;
@@ -122,6 +124,19 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
                      r["cost_ratio"]["sd"].get<double>());
     }
     out["verify_cost"] = {{"model", cost_model}, {"kv_length", kCostAt}, {"results", rows}};
+    if (cost_kernels) {
+      const nlohmann::json k = verify_cost_kernels(ctx, m, cost_rows, std::max(plan.reps, 2));
+      out["verify_cost"]["kernels"] = k;
+      if (!json)
+        for (const auto& r : k) {
+          std::string line;
+          for (const auto& [label, us] : r["us_by_kernel"].items())
+            line += "  " + label + " " + std::to_string(int(us.get<double>() + 0.5)) + " (" +
+                    std::to_string(r["dispatches_by_kernel"][label].get<uint32_t>()) + ")";
+          std::fprintf(stderr, "verify cost %s N=%-3u by kernel, us (dispatches):%s\n", cost_model.c_str(),
+                       r["rows"].get<uint32_t>(), line.c_str());
+        }
+    }
   }
   if (json) std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
@@ -129,7 +144,8 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench-kernels",
                            "matmul GB/s and GFLOP/s per weight type and batch, and the verify cost c(N) "
-                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M|--no-cost] [--json]",
+                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M|--no-cost] "
+                           "[--time-kernels] [--json]",
                            run_bench_kernels};
 
 }  // namespace vkspec::cli
