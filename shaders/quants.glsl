@@ -60,8 +60,7 @@ uint raw_block(uint row, uint fb, uint nfb, uint rows) {
 #else
   const uint tile = 1u;
 #endif
-  const uint t0 = row - row % tile, h = min(tile, rows - t0);
-  return t0 * nfb + fb * h + (row - t0);
+  return tile_index(row, fb, nfb, rows, tile);
 }
 
 #if defined(WT_Q4_K) || defined(WT_Q5_K)
@@ -76,11 +75,11 @@ uint raw_block(uint row, uint fb, uint nfb, uint rows) {
 const uint RAW_TEXEL_TILE = 16, RAW_BLOCK_TEXELS = RAW_BYTES / 16;
 uint raw_texel(uint row, uint fb, uint i, uint nfb, uint rows) {
 #ifdef WEIGHTS_TEXEL
-  const uint t0 = row - row % RAW_TEXEL_TILE, h = min(RAW_TEXEL_TILE, rows - t0);
-  return t0 * nfb * RAW_BLOCK_TEXELS + (fb * RAW_BLOCK_TEXELS + i) * h + (row - t0);
+  const uint tile = RAW_TEXEL_TILE;
 #else
-  return (row * nfb + fb) * RAW_BLOCK_TEXELS + i;
+  const uint tile = 1u;
 #endif
+  return tile_index(row, fb * RAW_BLOCK_TEXELS + i, nfb * RAW_BLOCK_TEXELS, rows, tile);
 }
 #endif
 

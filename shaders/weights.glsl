@@ -40,11 +40,16 @@ const uint W_TILE = 64;  // ops/matmul.cpp: kTexelRowTile
 #else
 const uint W_TILE = 1;   // row-major
 #endif
-// Index of element e (of per_row) of row `row` in a chunk of `rows` rows laid out as above.
-uint w_index(uint row, uint e, uint per_row, uint rows) {
-  const uint t0 = row - row % W_TILE, h = min(W_TILE, rows - t0);
+// Index of element e (of per_row) of row `row` in a chunk of `rows` rows interleaved in tiles
+// of `tile` rows: element e of every row of a tile, then e + 1, ... (the last tile holds the rows
+// that are left; a tile of 1 is row-major). Every layout above is this one (ops/matmul.cpp
+// interleave_rows writes it), with its own tile and elements (texels or blocks).
+uint tile_index(uint row, uint e, uint per_row, uint rows, uint tile) {
+  const uint t0 = row - row % tile, h = min(tile, rows - t0);
   return t0 * per_row + e * h + (row - t0);
 }
+// The f32 / f16 / q8_0 layout's.
+uint w_index(uint row, uint e, uint per_row, uint rows) { return tile_index(row, e, per_row, rows, W_TILE); }
 
 // The weights at binding W_BINDING, q8_0's scales at the next one (0 and 1 unless the kernel says).
 #ifndef W_BINDING
