@@ -353,9 +353,13 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
       seq.begin();
       record_cost_forward(seq, model, tokens, N);
       seq.run();
+      const std::vector<DispatchTiming> timings = seq.timings();
+      if (timings.size() != seq.dispatch_count())
+        throw Error("verify cost: timed " + std::to_string(timings.size()) + " of a forward's " +
+                    std::to_string(seq.dispatch_count()) + " dispatches");
       if (r < 0) continue;
       count.clear();
-      for (const DispatchTiming& d : seq.timings()) us[d.label] += d.us / reps, ++count[d.label];
+      for (const DispatchTiming& d : timings) us[d.label] += d.us / reps, ++count[d.label];
     }
     double total = 0;
     for (const auto& [k, v] : us) total += v;
