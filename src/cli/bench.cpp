@@ -109,6 +109,14 @@ static int run_bench(const std::vector<std::string>& argv) {
   for (const Config& c : configs)
     if (c.strat == Strategy::AR && c.engine) ar = &c;
   const bool tty = isatty(2);  // a progress line on a terminal only
+  // An untimed warm-up pass per configuration over the first prompt: a driver may compile a
+  // pipeline at its first dispatch (lavapipe does, and a tree step's kernels take seconds), which
+  // would otherwise land in each configuration's first round, in its tokens/s and its spread.
+  for (Config& c : configs) {
+    if (!c.engine) continue;
+    if (tty) std::fprintf(stderr, "\rwarm-up: %-11s budget %-4u top-k %-2u", strategy_name(c.strat), c.B, c.K);
+    c.engine->generate(prompts.front(), n);
+  }
   for (uint32_t round = 0; round < rounds; ++round)
     for (Config& c : configs) {
       if (!c.engine) continue;
