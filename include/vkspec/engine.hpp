@@ -80,7 +80,10 @@ struct GenerateStats {
   uint32_t dispatches_per_step = 0;
   uint32_t paired_per_step = 0;  // of those, PAIR dispatches doing both heads' op (EngineOptions::pair_heads)
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
-  double draft_ms = 0, verify_ms = 0, commit_ms = 0;  // GPU time per step (time_kernels)
+  // GPU time per step (time_kernels), without the first submission when others follow: that one
+  // carries the driver's one-time costs (lavapipe compiles each pipeline at its first dispatch).
+  double draft_ms = 0, verify_ms = 0, commit_ms = 0;
+  uint32_t timed_submissions = 0;  // how many submissions those times average over
   std::map<std::string, double> kernel_ms;              // GPU time per step by kernel label (time_kernels)
   std::map<std::string, uint32_t> kernel_dispatches;    // dispatches per step by kernel label (time_kernels)
   // time_kernels: the step's dispatches in recording order (the gate first), each with its phase

@@ -46,6 +46,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
   if (s.engine.time_kernels)
   {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
+    j["timed_submissions"] = st.timed_submissions;  // the first left out where others follow (driver warm-up)
     j["kernel_ms_per_step"] = st.kernel_ms;
     j["kernel_dispatches_per_step"] = st.kernel_dispatches;
     nlohmann::json line = nlohmann::json::array();
