@@ -67,8 +67,8 @@ static int run_bench(const std::vector<std::string>& argv) {
   if (prompts.empty()) throw Error("the prompt file holds no prompts");
 
   // Every configuration is built first, then measured in `rounds` interleaved rounds (each runs
-  // every configuration over all prompts in turn), so a slow stretch of the machine hits all of
-  // them alike; each configuration's speedup is taken against ar's time in the same round.
+  // every prompt through all configurations back to back), so a slow stretch of the machine hits
+  // all of them alike; each configuration's speedup is taken against ar's time in the same round.
   struct Config {
     Strategy strat = Strategy::AR;
     uint32_t B = 0, K = 0;
@@ -117,17 +117,24 @@ static int run_bench(const std::vector<std::string>& argv) {
     if (tty) std::fprintf(stderr, "\rwarm-up: %-11s budget %-4u top-k %-2u", strategy_name(c.strat), c.B, c.K);
     c.engine->generate(prompts.front(), n);
   }
-  for (uint32_t round = 0; round < rounds; ++round)
-    for (Config& c : configs) {
-      if (!c.engine) continue;
-      if (tty)
-        std::fprintf(stderr, "\rround %u/%u: %-11s budget %-4u top-k %-2u", round + 1, rounds, strategy_name(c.strat), c.B, c.K);
-      uint64_t toks = 0;
-      double secs = 0;
-      for (auto& p : prompts) {
+  for (uint32_t round = 0; round < rounds; ++round) {
+    std::vector<uint64_t> toks(configs.size(), 0);
+    std::vector<double> secs(configs.size(), 0.0);
+    for (size_t pi = 0; pi < prompts.size(); ++pi)
+      for (size_t j = 0; j < configs.size(); ++j) {
+        // Every configuration runs each prompt back to back with the others, starting one place
+        // further each time: a slow stretch of the machine (seconds long on a VM) then falls on
+        // all of them alike, not on whichever ran its whole prompt set at the time.
+        const size_t ci = (j + pi + round * prompts.size()) % configs.size();
+        Config& c = configs[ci];
+        if (!c.engine) continue;
+        if (tty)
+          std::fprintf(stderr, "\rround %u/%u, prompt %zu/%zu: %-11s budget %-4u top-k %-2u", round + 1, rounds, pi + 1,
+                       prompts.size(), strategy_name(c.strat), c.B, c.K);
+        const auto& p = prompts[pi];
         GenerateStats st = c.engine->generate(p, n);
-        toks += st.tokens.size() - 1;  // the first token comes from the prefill, not a step
-        secs += st.seconds;
+        toks[ci] += st.tokens.size() - 1;  // the first token comes from the prefill, not a step
+        secs[ci] += st.seconds;
         c.steps += st.steps;
         c.waits += st.host_waits_per_step * st.steps;
         c.cpu_us += st.host_cpu_us_per_step * st.steps;
@@ -141,10 +148,14 @@ static int run_bench(const std::vector<std::string>& argv) {
         c.dispatches = std::max(c.dispatches, st.dispatches_per_step);
         c.paired = std::max(c.paired, st.paired_per_step);
       }
-      c.toks += toks;
-      c.secs += secs;
-      c.round_tps.push_back(secs > 0 ? toks / secs : 0);
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      Config& c = configs[ci];
+      if (!c.engine) continue;
+      c.toks += toks[ci];
+      c.secs += secs[ci];
+      c.round_tps.push_back(secs[ci] > 0 ? toks[ci] / secs[ci] : 0);
     }
+  }
   if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
   nlohmann::json results = nlohmann::json::array();
