@@ -91,7 +91,9 @@ expect_error "bench --suite with an unknown built-in shape is refused before any
 expect_error "bench --from-json of a missing file is a clear error" "cannot read /no/such.json" bench --from-json /no/such.json --md
 expect_error "bench --from-json of a model file is refused as not JSON" "is not JSON" bench --from-json "$m" --md
 expect_error "bench-kernels refuses an unknown weight type by name" "unknown weight type 'q9_9'" bench-kernels --types q9_9 --no-cost
-expect_error "bench-kernels refuses batch 0" "batches entries must be at least 1" bench-kernels --batches 0,4 --no-cost
+expect_error "bench-kernels refuses batch 0 with the range it takes" "batches expects an integer in 1..4096, got '0'" bench-kernels --batches 0,4 --no-cost
+expect_error "bench refuses --rounds 0 with the range it takes" "rounds expects an integer in 1..1000, got '0'" bench -m "$m" --rounds 0
+expect_error "bench-kernels refuses --cost-rows 0 with the range it takes" "cost-rows expects an integer in 1..4096, got '0'" bench-kernels --cost-rows 0
 # A block type at a shape whose rows are no multiple of its block: that pair is skipped by name,
 # the others measured; with nothing measurable the command fails naming why.
 outk=$("$vkspec" bench-kernels --types q4_k --shapes 256x512,256x300 --batches 1 --reps 1 --rotate-mib 1 --no-cost --json 2>/dev/null)

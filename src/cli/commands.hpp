@@ -26,16 +26,16 @@ struct RegisterCommand {
 
 // Small argument helper: "--key value" and "--flag" options, everything else positional.
 // Parses `v` (the value of option --what, or one element of its list) as an integer in 0..max.
-uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max = UINT32_MAX);
+uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max = UINT32_MAX, uint64_t min = 0);
 
 struct Args {
   explicit Args(const std::vector<std::string>& argv);
   bool flag(const std::string& name);                       // --name present?
   std::string get(const std::string& name, const std::string& fallback = "");
   bool has(const std::string& name) const;
-  // A non-negative integer no larger than `max`; anything else (a sign, a fraction, a value past
-  // `max`) is refused by name rather than wrapped into a huge unsigned count.
-  uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX);
+  // An integer in `min`..`max`; anything else (a sign, a fraction, a value outside the range) is
+  // refused by name, with the range, rather than wrapped into a huge unsigned count.
+  uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX, uint64_t min = 0);
   double get_double(const std::string& name, double fallback);
   std::vector<std::string> positional;
   // Throws vkspec::Error naming every option that was given but never read.

@@ -68,23 +68,23 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   return fallback;
 }
 
-uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max) {
+uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {
   bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
   unsigned long long x = 0;
   if (ok) {
     try {
       x = std::stoull(v);
-      ok = x <= max;
+      ok = x >= min && x <= max;
     } catch (...) {
       ok = false;  // past the range of the type: too large, like any value past max
     }
   }
-  if (!ok) throw Error("option " + option_name(what) + " expects an integer in 0.." + std::to_string(max) + ", got '" + v + "'");
+  if (!ok) throw Error("option " + option_name(what) + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) + ", got '" + v + "'");
   return x;
 }
 
-uint64_t Args::get_uint(const std::string& name, uint64_t fallback, uint64_t max) {
-  return has(name) ? parse_uint(name, get(name), max) : fallback;
+uint64_t Args::get_uint(const std::string& name, uint64_t fallback, uint64_t max, uint64_t min) {
+  return has(name) ? parse_uint(name, get(name), max, min) : fallback;
 }
 
 double Args::get_double(const std::string& name, double fallback) {
