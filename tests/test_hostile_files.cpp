@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -299,6 +300,30 @@ TEST_CASE("hostile safetensors: shapes and offsets must be non-negative integers
       {"tensor 'w'", "overflow"});
   expect_contains(safetensors_error(R"({"w": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 16]}})", 32),
                   {"tensor 'w'", "16 bytes", "needs 32"});
+}
+
+TEST_CASE("hostile safetensors: tensors whose bytes overlap are refused, naming both") {
+  // Found by fuzz_safetensors: an I64 tensor laid over its neighbours' bytes was accepted, so a
+  // crafted head could alias one weight onto another.
+  const char* two = R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                        "b": {"dtype": "I64", "shape": [2], "data_offsets": [%s]}})";
+  auto header = [&](const char* offsets) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, two, offsets);
+    return std::string(buf);
+  };
+  expect_contains(safetensors_error(header("8, 24"), 32), {"'a'", "'b'", "[0, 16]", "[8, 24]", "overlap"});
+  expect_contains(safetensors_error(header("0, 16"), 32), {"'a'", "'b'", "overlap"});
+  // Side by side, or with a gap, or an empty tensor inside another's bytes: no bytes shared.
+  for (const char* ok : {"16, 32", "24, 40"}) {
+    TempFile f("adjacent.safetensors");
+    write_safetensors(f.path, header(ok), 40);
+    CHECK(SafetensorsFile::open(f.path).tensors().size() == 2);
+  }
+  TempFile f("empty.safetensors");
+  write_safetensors(f.path, R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                               "e": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}})", 16);
+  CHECK(SafetensorsFile::open(f.path).tensors().size() == 2);
 }
 
 TEST_CASE("hostile safetensors: wrong-typed header values name the tensor and the key") {

@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "vkspec/dtype.hpp"
@@ -130,6 +133,11 @@ void SafetensorsFile::parse() {
   }
   if (!h.is_object()) fail(std::string("header: expected a JSON object, found ") + h.type_name());
   const uint64_t data0 = 8 + hlen, data_size = size_ - data0;
+  struct Range {
+    uint64_t begin, end;
+    const std::string* name;
+  };
+  std::vector<Range> ranges;  // the tensors' bytes, checked for overlap below
   for (auto item = h.cbegin(); item != h.cend(); ++item) {
     // Named references, not a structured binding: the lambda below captures them.
     const std::string& name = item.key();
@@ -182,7 +190,17 @@ void SafetensorsFile::parse() {
            " needs " + std::to_string(bytes));
     t.data = base_ + data0 + off[0];
     t.bytes = bytes;
-    tensors_.emplace(name, std::move(t));
+    auto placed = tensors_.emplace(name, std::move(t)).first;
+    if (bytes) ranges.push_back({off[0], off[1], &placed->first});
+  }
+  // Two tensors sharing bytes would alias one another's weights: the format lays tensors out one
+  // after another (its reference reader refuses such a file too), so a crafted overlap is refused.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range &a = ranges[i - 1], &b = ranges[i];
+    if (b.begin < a.end)
+      fail("tensors '" + *a.name + "' (data_offsets [" + std::to_string(a.begin) + ", " + std::to_string(a.end) + "]) and '" +
+           *b.name + "' ([" + std::to_string(b.begin) + ", " + std::to_string(b.end) + "]) overlap in the data section");
   }
 }
 
