@@ -161,6 +161,16 @@ TEST_CASE("hostile gguf: a tensor whose byte size passes 2^64 does not wrap to a
   expect_contains(open_gguf_error(h, f), {f.path, "tensor 'h'", "f16"});
 }
 
+TEST_CASE("hostile gguf: tensors whose bytes overlap are refused, naming both") {
+  // 64 bytes of f32 at 0 and 32 bytes at 32 would alias the second onto the first's tail.
+  TempFile f("overlap.gguf");
+  auto b = Bytes().header(2, 0).tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32).pad().zeros(96).b;
+  expect_contains(open_gguf_error(b, f), {f.path, "'a'", "'b'", "[0, +64)", "[32, +32)", "overlap"});
+  // Back to back, in either order in the table: no bytes shared.
+  f.write(Bytes().header(2, 0).tensor("b", {8}, 0, 64).tensor("a", {16}, 0, 0).pad().zeros(96).b);
+  CHECK(GgufFile::open(f.path).tensors().size() == 2);
+}
+
 TEST_CASE("hostile gguf: bad magic bytes are printed as \\xNN hex") {
   TempFile f("magic80.gguf");
   std::vector<uint8_t> b = {0x80, 0xff, 'G', 0x01};

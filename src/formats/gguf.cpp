@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
@@ -459,6 +461,19 @@ void GgufFile::parse() {
            ") runs past the end of the data section (" + std::to_string(data_size) +
            " bytes): file truncated or offset wrong");
     t.data = base_ + data_offset_ + t.offset;
+  }
+  // Two tensors sharing bytes would alias one another's weights; the format lays tensors out one
+  // after another (llama.cpp insists on exactly that order), so a crafted overlap is refused.
+  std::vector<const GgufTensor*> by_offset;
+  for (const GgufTensor& t : tensors_)
+    if (t.n_bytes) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensor &a = *by_offset[i - 1], &b = *by_offset[i];
+    if (b.offset < a.offset + a.n_bytes)
+      fail("tensors '" + std::string(a.name) + "' (data [" + std::to_string(a.offset) + ", +" + std::to_string(a.n_bytes) +
+           ")) and '" + std::string(b.name) + "' ([" + std::to_string(b.offset) + ", +" + std::to_string(b.n_bytes) +
+           ")) overlap in the data section");
   }
 }
 
