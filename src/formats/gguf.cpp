@@ -7,16 +7,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
-#include <vector>
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
+#include "byte_ranges.hpp"
 
 namespace vkspec {
 
@@ -462,18 +461,14 @@ void GgufFile::parse() {
            " bytes): file truncated or offset wrong");
     t.data = base_ + data_offset_ + t.offset;
   }
-  // Two tensors sharing bytes would alias one another's weights; the format lays tensors out one
-  // after another (llama.cpp insists on exactly that order), so a crafted overlap is refused.
-  std::vector<const GgufTensor*> by_offset;
-  for (const GgufTensor& t : tensors_)
-    if (t.n_bytes) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const GgufTensor &a = *by_offset[i - 1], &b = *by_offset[i];
-    if (b.offset < a.offset + a.n_bytes)
-      fail("tensors '" + std::string(a.name) + "' (data [" + std::to_string(a.offset) + ", +" + std::to_string(a.n_bytes) +
-           ")) and '" + std::string(b.name) + "' ([" + std::to_string(b.offset) + ", +" + std::to_string(b.n_bytes) +
-           ")) overlap in the data section");
+  // llama.cpp insists on tensors one after another; we refuse only what aliases (holes stay readable).
+  std::vector<ByteRange> ranges;
+  for (const GgufTensor& t : tensors_) ranges.push_back({t.offset, t.offset + t.n_bytes, t.name});
+  if (const auto o = first_overlap(std::move(ranges))) {
+    const auto& [a, b] = *o;
+    fail("tensors '" + std::string(a.name) + "' (data [" + std::to_string(a.begin) + ", +" + std::to_string(a.end - a.begin) +
+         ")) and '" + std::string(b.name) + "' ([" + std::to_string(b.begin) + ", +" + std::to_string(b.end - b.begin) +
+         ")) overlap in the data section");
   }
 }
 

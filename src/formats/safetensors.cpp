@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -14,6 +13,7 @@
 
 #include "vkspec/dtype.hpp"
 #include "vkspec/error.hpp"
+#include "byte_ranges.hpp"
 
 namespace vkspec {
 
@@ -133,11 +133,7 @@ void SafetensorsFile::parse() {
   }
   if (!h.is_object()) fail(std::string("header: expected a JSON object, found ") + h.type_name());
   const uint64_t data0 = 8 + hlen, data_size = size_ - data0;
-  struct Range {
-    uint64_t begin, end;
-    const std::string* name;
-  };
-  std::vector<Range> ranges;  // the tensors' bytes, checked for overlap below
+  std::vector<ByteRange> ranges;  // the tensors' bytes, checked for overlap below
   for (auto item = h.cbegin(); item != h.cend(); ++item) {
     // Named references, not a structured binding: the lambda below captures them.
     const std::string& name = item.key();
@@ -191,16 +187,14 @@ void SafetensorsFile::parse() {
     t.data = base_ + data0 + off[0];
     t.bytes = bytes;
     auto placed = tensors_.emplace(name, std::move(t)).first;
-    if (bytes) ranges.push_back({off[0], off[1], &placed->first});
+    ranges.push_back({off[0], off[1], placed->first});
   }
-  // Two tensors sharing bytes would alias one another's weights: the format lays tensors out one
-  // after another (its reference reader refuses such a file too), so a crafted overlap is refused.
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    const Range &a = ranges[i - 1], &b = ranges[i];
-    if (b.begin < a.end)
-      fail("tensors '" + *a.name + "' (data_offsets [" + std::to_string(a.begin) + ", " + std::to_string(a.end) + "]) and '" +
-           *b.name + "' ([" + std::to_string(b.begin) + ", " + std::to_string(b.end) + "]) overlap in the data section");
+  // The format lays tensors out one after another (its reference reader refuses an overlap too).
+  if (const auto o = first_overlap(std::move(ranges))) {
+    const auto& [a, b] = *o;
+    fail("tensors '" + std::string(a.name) + "' (data_offsets [" + std::to_string(a.begin) + ", " + std::to_string(a.end) +
+         "]) and '" + std::string(b.name) + "' ([" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
+         "]) overlap in the data section");
   }
 }
 

@@ -13,9 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const SafetensorsFile f = SafetensorsFile::from_bytes("fuzz.safetensors", std::vector<uint8_t>(data, data + size));
     for (const auto& [name, t] : f.tensors()) {
       const std::vector<float> v = t.to_f32();
-      // size == shape x dtype (the I64 / BOOL of EAGLE-3's d2t / t2d are accepted too)
-      const size_t esize = t.dtype == "F32" ? 4 : t.dtype == "I64" ? 8 : t.dtype == "BOOL" ? 1 : 2;
-      if (v.size() * esize != t.bytes) __builtin_trap();
+      if (v.size() * dtype_bytes(t.dtype) != t.bytes) __builtin_trap();  // size == shape x dtype
     }
   } catch (const Error&) {
   }
