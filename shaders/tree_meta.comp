@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // tree_meta (DESIGN.md §2, seed 000 §4.2–4.3): from the parent pointers of n nodes, in one
 // workgroup: depth, the ancestor bit mask, positions t + depth, and the retrieve matrix (one row
 // per leaf in increasing leaf index, root first, -1 padded). Walks are bounded by max_depth, the
@@ -39,8 +40,29 @@ layout(set = 0, binding = 5, std430) buffer Info { uint info[]; };
 #define ROOT_BINDING 7
 #endif
 layout(set = 0, binding = ROOT_BINDING, std430) readonly buffer RootTok { uint root_token[]; };
+#ifdef EMBED
+layout(set = 0, binding = ROOT_BINDING + 1, std430) coherent buffer Tok { uint token[]; };  // read back below
+#else
 layout(set = 0, binding = ROOT_BINDING + 1, std430) writeonly buffer Tok { uint token[]; };
-layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1, root; } pc;
+#endif
+// EMBED: e_rows, C: the embedding table's rows and width; x_offset, x_stride: where node i's row goes.
+layout(push_constant) uniform Push { uint n, t, max_depth, words, t_slot, n1, root, e_rows, C, x_offset, x_stride; } pc;
+#ifdef EMBED
+// EMBED (a variant per weight type, as embed.comp's): the verifier's input rows x(n, C) =
+// table[token[i]] gathered here once every node's token is in place — embed.comp's values (the
+// same load_block), one dispatch fewer a step. The table follows the kernel's other bindings
+// (weights.glsl, texel or storage as it is laid out), then x.
+#if defined(ROUTE)
+#define W_BINDING 19
+#elif defined(MERGE)
+#define W_BINDING 11
+#else
+#define W_BINDING 9
+#endif
+#include "pair.glsl"
+#include "weights.glsl"
+layout(set = 0, binding = W_BINDING + 2, std430) writeonly buffer X { float x_out[]; };
+#endif
 #ifdef ROUTE
 layout(set = 0, binding = 11, std430) readonly buffer S1 { float score1[]; };
 layout(set = 0, binding = 12, std430) readonly buffer S2 { float score2[]; };
@@ -126,4 +148,21 @@ void main() {
     for (uint j = 0; j < n; ++j) leaves += 1u - has_child[j];
     info[kInfoLeaves] = leaves;
   }
+#ifdef EMBED
+  // Tokens 1..n-1 were in place before the dispatch (spliced, or written by ROUTE above), the
+  // root's is written just above: this workgroup's writes, visible after the barrier.
+  memoryBarrierBuffer();
+  barrier();
+  const uint kb = (pc.C + 31) / 32;
+  for (uint e = lid; e < n * kb; e += WG) {
+    const uint i = e / kb, blk = e % kb, id = token[i];
+    if (id >= pc.e_rows) continue;  // as embed.comp: an id past the table never reads outside it
+    vec4 v[8];
+    load_block(id, blk, kb, pc.e_rows, v);
+    for (uint c = 0; c < 32; ++c) {
+      const uint k = blk * 32 + c;
+      if (k < pc.C) x_out[pc.x_offset + i * pc.x_stride + k] = v[c / 4][c % 4];
+    }
+  }
+#endif
 }

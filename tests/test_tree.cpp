@@ -2,6 +2,8 @@
 // best-B selection with planted score ties, mask/positions/retrieve, seed 000's merge invariants,
 // seed 001's routing rule, and a draft level's fused tail. Acceptance and commit:
 // test_tree_accept.cpp. Every kernel runs at two workgroup sizes.
+#include <algorithm>
+
 #include "matmul_reference.hpp"
 #include "tree_reference.hpp"
 #include "vkspec/step_state.h"
@@ -346,6 +348,125 @@ TEST_CASE_FIXTURE(VkTest, "tree: route_trees μ_h and the chosen head equal the 
   }
   const auto messages = small.take_validation_messages();
   CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 12-buffer context");
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: the meta kernels' embedding fold writes embed()'s rows bit for bit and the same tree") {
+  // Each meta kernel (tree_meta as merge-trie runs it, merge_trees_meta with the root's token from
+  // a sequence, route_trees_meta likewise) with MetaEmbed against the same kernel without it and
+  // embed() over the tree's tokens afterwards: every tree output and every byte of x equal.
+  // Widths off a block (f32 80, f16 72), x rows strided past C, both weight paths.
+  struct Table {
+    WeightType t;
+    uint32_t C;
+  };
+  const uint32_t V = 50, D = 6, n1 = 8, T = 5;
+  std::mt19937 rng(4242);
+  for (const Table tb : {Table{WeightType::F32, 80}, {WeightType::F16, 72}, {WeightType::Q8_0, 64}, {WeightType::Q4_K, 256}})
+    for (auto path : {WeightPath::Texel, WeightPath::Storage})
+      for (uint32_t kind = 0; kind < 3; ++kind) {
+        const uint32_t wg = kWorkgroups[kind % 2], n = kind == 1 ? 1 + 2 * n1 : 1 + n1, stride = tb.C + 12;
+        const std::string what = std::string(weight_type_name(tb.t)) + (path == WeightPath::Texel ? " texel" : " storage") +
+                                 " kernel " + std::to_string(kind);
+        INFO(what);
+        const DeviceWeight table = upload_weight(ctx, tb.t, V, tb.C, make_weight(tb.t, V, tb.C, 9).data(), path);
+        REQUIRE(meta_embeds(table, n));
+        CHECK_FALSE(meta_embeds(table, uint32_t(kMetaEmbedMaxValues / tb.C) + 1));  // too wide for one workgroup
+        HostTree a = random_tree(n1 + 1, D, 1, rng), b = random_tree(n1 + 1, D, 2, rng);
+        for (HostTree* h : {&a, &b})
+          for (auto& tok : h->token) tok = rng() % V;
+        std::vector<uint32_t> seq_tokens(16);
+        for (auto& tok : seq_tokens) tok = rng() % V;
+        Buffer sb(ctx, seq_tokens.size() * 4);
+        sb.upload(seq_tokens);
+        DeviceTree d1(ctx, n1 + 1, D), d2(ctx, n1 + 1, D);
+        upload_tree(d1, a);
+        upload_tree(d2, b);
+        std::vector<float> x0(size_t(n) * stride, -7.5f);  // untouched past C in every row
+        struct Run {
+          std::unique_ptr<DeviceTree> tree;
+          std::unique_ptr<Buffer> x;
+          uint32_t dispatches = 0;
+        } runs[2];
+        for (int folded = 0; folded < 2; ++folded) {
+          Run& r = runs[folded];
+          r.tree = std::make_unique<DeviceTree>(ctx, n + 2, D);
+          r.x = std::make_unique<Buffer>(ctx, x0.size() * 4);
+          r.x->upload(x0);
+          if (kind == 0) upload_tree(*r.tree, a);  // merge-trie's tree_meta: the tokens are in place
+          const MetaEmbed e{&table, Mat{r.x.get(), 0, stride}};
+          const MetaEmbed* ep = folded ? &e : nullptr;
+          Sequence seq(ctx);
+          seq.begin();
+          if (kind == 0) tree_meta(seq, *r.tree, n, T, wg_cfg(wg), nullptr, ep);
+          if (kind == 1) merge_trees_meta(seq, d1, n1, d2, n1, *r.tree, T, wg_cfg(wg), &sb, ep);
+          if (kind == 2) route_trees_meta(seq, d1, n1, d2, n1, *r.tree, T, wg_cfg(wg), &sb, ep);
+          if (!folded) embed(seq, table, r.tree->token, 0, e.x, n);
+          r.dispatches = seq.dispatch_count();
+          seq.run();
+        }
+        CHECK(runs[1].dispatches + 1 == runs[0].dispatches);
+        const DeviceTree &f = *runs[1].tree, &u = *runs[0].tree;
+        check_same(download_tree(f, n), download_tree(u, n), "folded vs unfolded");
+        CHECK(f.mask.read<uint32_t>(size_t(n) * f.mask_words) == u.mask.read<uint32_t>(size_t(n) * u.mask_words));
+        CHECK(f.pos.read<int>(n) == u.pos.read<int>(n));
+        const auto fi = f.info.read<uint32_t>(16), ui = u.info.read<uint32_t>(16);
+        CHECK(fi[kInfoLeaves] == ui[kInfoLeaves]);
+        if (kind > 0) CHECK(fi[kInfoNodes] == ui[kInfoNodes]);
+        if (kind == 2)  // the route decision
+          for (uint32_t w : {kInfoChosen, kInfoMu1, kInfoMu2}) CHECK(fi[w] == ui[w]);
+        const size_t rows = size_t(ui[kInfoLeaves]) * (D + 1);  // one retrieve row per leaf
+        CHECK(f.retrieve.read<int>(rows) == u.retrieve.read<int>(rows));
+        // x: the same bytes, and row i really is the table row of node i's token.
+        const auto xf = runs[1].x->read<uint32_t>(x0.size()), xu = runs[0].x->read<uint32_t>(x0.size());
+        CHECK(xf == xu);
+        const std::vector<float> ref = dequantize(tb.t, make_weight(tb.t, V, tb.C, 9), V, tb.C);
+        const auto tok = f.token.read<uint32_t>(n);
+        const auto xv = runs[1].x->read<float>(x0.size());
+        for (uint32_t i = 0; i < n; ++i)
+          for (uint32_t c = 0; c < stride; ++c) {
+            const float want = c < tb.C ? ref[size_t(tok[i]) * tb.C + c] : -7.5f;
+            if (!same_float(xv[size_t(i) * stride + c], want)) {
+              FAIL_CHECK("x row " << i << " col " << c << ": " << xv[size_t(i) * stride + c] << " want " << want);
+              break;
+            }
+          }
+      }
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: where the folded meta kernel passes the descriptor limit, embed() runs after it") {
+  // route_trees_meta binds 19 storage buffers; with the fold's x, 20. On a device allowing 19 it
+  // stays one route dispatch and gathers x in a second, the same rows as the fold's.
+  const uint32_t V = 40, C = 64, D = 6, n1 = 6, n = n1 + 1;
+  std::mt19937 rng(99);
+  HostTree a = random_tree(n, D, 1, rng), b = random_tree(n, D, 2, rng);
+  for (HostTree* h : {&a, &b})
+    for (auto& tok : h->token) tok = rng() % V;
+  std::vector<uint32_t> seq_tokens(8, 17);
+  std::vector<float> got[2];
+  uint32_t dispatches[2] = {0, 0};
+  for (uint32_t limit : {0u, 19u}) {
+    Context small(test_context_options(limit));
+    const DeviceWeight table = upload_weight(small, WeightType::F16, V, C, make_weight(WeightType::F16, V, C, 3).data(),
+                                             WeightPath::Storage);
+    DeviceTree d1(small, n, D), d2(small, n, D), dm(small, n + 1, D);
+    upload_tree(d1, a);
+    upload_tree(d2, b);
+    Buffer sb(small, seq_tokens.size() * 4), x(small, size_t(n) * C * 4);
+    sb.upload(seq_tokens);
+    x.upload(std::vector<float>(size_t(n) * C, 0.0f));
+    const MetaEmbed e{&table, Mat{&x, 0, C}};
+    Sequence seq(small);
+    seq.begin();
+    route_trees_meta(seq, d1, n1, d2, n1, dm, 3, {}, &sb, &e);
+    dispatches[limit != 0] = seq.dispatch_count();
+    seq.run();
+    got[limit != 0] = x.read<float>(size_t(n) * C);
+    CHECK(small.take_validation_messages().empty());
+  }
+  CHECK(dispatches[0] == 1);
+  CHECK(dispatches[1] == 2);
+  CHECK(got[0] == got[1]);
+  CHECK(std::any_of(got[0].begin(), got[0].end(), [](float v) { return v != 0.0f; }));
 }
 
 // ---- one dispatch per draft level's tail ----------------------------------------------------

@@ -137,6 +137,9 @@ class LlamaModel {
     // not written, and feature_gather() normalizes the rows a commit gathers from the residual
     // stream instead, so the norm costs no dispatch of its own.
     bool defer_hidden_norm = false;
+    // The rows' token embeddings are already in token_input() (a tree's meta dispatch gathered
+    // them, MetaEmbed): no embedding gather of its own.
+    bool embedded = false;
   };
   // Records the forward. Afterwards logits() row r (r >= logits_from) and (with a.hidden) hidden()
   // row r hold the results for row r.
@@ -144,6 +147,7 @@ class LlamaModel {
 
   Mat logits() const { return {&logits_, 0, pad4(config().V)}; }  // (max_rows, V)
   Mat hidden() const { return {&hidden_, 0, pad4(config().C)}; }  // (max_rows, C) after the final norm
+  Mat token_input() const { return {&x_, 0, pad4(config().C)}; }  // (max_rows, C): the rows' embeddings, first
   // Whether a forward with `defer_hidden_norm` leaves hidden() unwritten on this device.
   bool hidden_deferred(const Context& ctx) const;
   // The rows of a forward recorded with `defer_hidden_norm`, gathered into dst by commit_rows:

@@ -94,14 +94,31 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
 
 // ---- verification inputs (DESIGN.md §2, seed 000 §4.2–4.3) ----------------------------------
 
+// The verify's embedding gather folded into the tree's meta dispatch (tree_meta, merge_trees_meta,
+// route_trees_meta): x row i = table row token[i] for the tree's n nodes, once every token is in
+// place — embed()'s values, the same bits, one dispatch fewer a step. One workgroup gathers all
+// n rows, so the fold is for small trees of narrow models (meta_embeds), where a dispatch of its
+// own costs more than the rows.
+struct MetaEmbed {
+  const DeviceWeight* table = nullptr;  // (V, C), one chunk
+  Mat x;                                // (n, C)
+};
+// Whether to hand the meta kernels the gather of n rows from `table`: one chunk, and n · C at
+// most kMetaEmbedMaxValues. Where a folded kernel's bindings (three more: the table's two and x)
+// would pass the device's per-stage limits, the meta function records the plain kernel and embed()
+// after it instead: x is written either way.
+inline constexpr uint64_t kMetaEmbedMaxValues = 65536;
+bool meta_embeds(const DeviceWeight& table, uint32_t n);
+
 // From parent[0..n): depth, mask rows (n, mask_words), pos = t + depth, retrieve rows (one per
 // leaf, increasing leaf index, root first, -1 padded to max_depth + 1), info[kInfoLeaves].
 // tree.cap <= kTreeMaxNodes.
 // The caller guarantees depth <= tree.max_depth (asserted: max_depth < kAttentionMaxDepth).
 // With root_tokens, also token[0] = root_tokens[t] (the root y[t]): a step's drafters then leave
 // their pools' root token unwritten (pool_init's other fields never change).
+// With `embed`, the verifier's input rows too (MetaEmbed): the same dispatch.
 void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg = {},
-               const Buffer* root_tokens = nullptr);
+               const Buffer* root_tokens = nullptr, const MetaEmbed* embed = nullptr);
 
 // ---- combining two heads' trees -------------------------------------------------------------
 
@@ -112,7 +129,8 @@ void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 // merge_trees, then tree_meta of its 1 + n1 + n2 nodes at t (root_tokens as there): the same
 // outputs, one dispatch.
 void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr);
+                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr,
+                      const MetaEmbed* embed = nullptr);
 
 // Our extension (DESIGN.md §9): both heads' candidate pools, nodes with the same token path from
 // the root folded into one (score = max, head = 1, 2 or 3 for both), then the best n_out - 1
@@ -134,7 +152,8 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 // route_trees, then tree_meta of the chosen tree's n1 + 1 nodes at t (root_tokens as there): the
 // same outputs in one dispatch where the device allows its 19 storage buffers, else those two.
 void route_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr);
+                      DeviceTree& out, Dyn t, KernelConfig cfg = {}, const Buffer* root_tokens = nullptr,
+                      const MetaEmbed* embed = nullptr);
 
 // ---- acceptance and commit (DESIGN.md §3–4) -------------------------------------------------
 

@@ -411,7 +411,7 @@ void LlamaModel::forward(Sequence& seq, const ForwardArgs& a) {
   const Mat x{&x_, 0, Cp}, xn{&xn_, 0, Cp}, qkv{&qkv_, 0, QKV}, att{&attn_, 0, pad4(HD)}, gu{&gu_, 0, pad4(2 * F)},
       act{&act_, 0, pad4(F)}, hid{&hidden_, 0, Cp};
 
-  embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
+  if (!a.embedded) embed(seq, w_->embedding(), *a.tokens, a.tok_offset, x, N);
   const DecoderLayerShape shape{.H = H, .Hkv = Hkv, .D = D, .rms_eps = cfg.rms_eps, .rope = rope_args(),
                                  .window = cfg.sliding_window};
   const DecoderLayerActs acts{.in = x,

@@ -4,6 +4,10 @@
 #include "vkspec/tree.hpp"
 
 #include <cassert>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ops/common.hpp"
 
@@ -50,8 +54,9 @@ static_assert(sizeof(SelectPush) == 8);
 struct MetaPush {
   uint32_t n, t, max_depth, words, t_slot, n1;  // n1: the MERGE variant's
   uint32_t root;                                // token[0] = root_tokens[t]
+  uint32_t e_rows = 0, C = 0, x_offset = 0, x_stride = 0;  // the EMBED variants' (MetaEmbed)
 };
-static_assert(sizeof(MetaPush) == 28);
+static_assert(sizeof(MetaPush) == 44);
 
 struct MergePush {
   uint32_t n1, n2;
@@ -196,17 +201,59 @@ void draft_select(Sequence& seq, const DeviceTree& pool, uint32_t count, uint32_
                push, 1, 1, 1, "draft_select");
 }
 
-void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
+namespace {
+// A meta kernel's pipeline: its n_storage storage buffers, and with the embedding fold (EMBED)
+// the table's two bindings, texel or storage as the table is laid out, then x.
+PipelineDesc meta_desc(const Context& ctx, const char* shader, uint32_t n_storage, const DeviceWeight* embed,
+                       const KernelConfig& cfg) {
+  std::vector<VkDescriptorType> bindings(n_storage, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  std::string name = shader;
+  if (embed) {
+    const VkDescriptorType wt = embed->texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings.insert(bindings.end(), {wt, wt, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER});
+    name += std::string("_embed_") + weight_type_name(embed->chunks[0].type) + (embed->texel ? "_texel" : "_storage");
+  }
+  return make_pipeline_desc(name, std::move(bindings), sizeof(MetaPush), WorkgroupSpec{pick_workgroup(ctx, cfg, 64)},
+                            cfg.required_subgroup_size);
+}
+
+// Records a meta kernel with its bindings, and with `embed` the fold's push fields and bindings —
+// or, where the folded kernel's bindings pass the device's per-stage limits, the plain kernel and
+// embed() over the tree's tokens after it (`tokens`): the same rows either way.
+void dispatch_meta(Sequence& seq, const char* shader, std::vector<Binding> b, MetaPush push, const MetaEmbed* embed,
+                   const Buffer& tokens, const KernelConfig& cfg, const char* label) {
+  const uint32_t n_storage = uint32_t(b.size());
+  Context& ctx = seq.context();
+  if (embed && !fits_stage_limits(ctx.caps(), meta_desc(ctx, shader, n_storage, embed->table, cfg))) {
+    dispatch_meta(seq, shader, std::move(b), push, nullptr, tokens, cfg, label);
+    return vkspec::embed(seq, *embed->table, tokens, 0, embed->x, push.n, cfg);
+  }
+  if (embed) {
+    const DeviceWeight::Chunk& c = embed->table->chunks[0];
+    push.e_rows = c.rows, push.C = embed->table->K, push.x_offset = embed->x.offset, push.x_stride = embed->x.stride;
+    b.insert(b.end(), {in(c.data), in(c.scales), embed->x.out()});
+  }
+  const Pipeline& p = ctx.pipelines().get(meta_desc(ctx, shader, n_storage, embed ? embed->table : nullptr, cfg));
+  seq.dispatch(p, std::span<const Binding>(b), push, 1, 1, 1, label);
+}
+}  // namespace
+
+bool meta_embeds(const DeviceWeight& table, uint32_t n) {
+  return table.chunks.size() == 1 && uint64_t(n) * table.K <= kMetaEmbedMaxValues;
+}
+
+void tree_meta(Sequence& seq, DeviceTree& tree, uint32_t n, Dyn t, KernelConfig cfg, const Buffer* root_tokens,
+               const MetaEmbed* embed) {
   assert(n >= 1 && n <= tree.cap && tree.cap <= kTreeMaxNodes);  // mask row fits tree_meta's registers
   assert(tree.max_depth < kAttentionMaxDepth);  // the attention kernel's path-length limit
   MetaPush push{n, t.base, tree.max_depth, tree.mask_words, t.slot, 0, root_tokens ? 1u : 0u};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta", 9, sizeof(push), cfg);
-  // Without root_tokens the two root bindings are never touched: the parents stand in.
-  seq.dispatch(p,
-               {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info),
-                t.binding(tree.parent), in(root_tokens ? *root_tokens : tree.parent),
-                root_tokens ? out(tree.token) : in(tree.parent)},
-               push, 1, 1, 1, "tree_meta");
+  // Without root_tokens the two root bindings are never touched: the parents stand in (the
+  // embedding fold reads the tokens, so with it the token binding is the tree's own).
+  dispatch_meta(seq, "tree_meta",
+                {in(tree.parent), out(tree.depth), out(tree.mask), out(tree.pos), out(tree.retrieve), out(tree.info),
+                 t.binding(tree.parent), in(root_tokens ? *root_tokens : tree.parent),
+                 root_tokens || embed ? out(tree.token) : in(tree.parent)},
+                push, embed, tree.token, cfg, "tree_meta");
 }
 
 namespace {
@@ -234,18 +281,17 @@ void merge_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 }
 
 void merge_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
+                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens, const MetaEmbed* embed) {
   const uint32_t n = 1 + n1 + n2;
   assert(n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n <= out_tree.cap && out_tree.cap <= kTreeMaxNodes);
   assert(out_tree.max_depth < kAttentionMaxDepth);
   splice_fields(seq, t1, n1, t2, n2, out_tree, /*depth=*/false);  // depth: tree_meta writes it
   MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1, root_tokens ? 1u : 0u};
-  const Pipeline& p = simple_pipeline(seq.context(), "tree_meta_merge", 11, sizeof(push), cfg);
-  seq.dispatch(p,
-               {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve), out(out_tree.info),
-                t.binding(t1.parent), in(t1.parent), in(t2.parent), in(root_tokens ? *root_tokens : t1.parent),
-                root_tokens ? out(out_tree.token) : in(t1.parent)},
-               push, 1, 1, 1, "merge_meta");
+  dispatch_meta(seq, "tree_meta_merge",
+                {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve),
+                 out(out_tree.info), t.binding(t1.parent), in(t1.parent), in(t2.parent),
+                 in(root_tokens ? *root_tokens : t1.parent), root_tokens || embed ? out(out_tree.token) : in(t1.parent)},
+                push, embed, out_tree.token, cfg, "merge_meta");
 }
 
 void merge_trie(Sequence& seq, const DeviceTree& pool1, uint32_t count1, const DeviceTree& pool2, uint32_t count2,
@@ -307,26 +353,23 @@ void route_trees(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceT
 }
 
 void route_trees_meta(Sequence& seq, const DeviceTree& t1, uint32_t n1, const DeviceTree& t2, uint32_t n2,
-                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens) {
+                      DeviceTree& out_tree, Dyn t, KernelConfig cfg, const Buffer* root_tokens, const MetaEmbed* embed) {
   assert(n1 == n2 && n1 >= 1 && n1 + 1 <= t1.cap && n2 + 1 <= t2.cap && n1 + 1 <= out_tree.cap);
   assert(out_tree.cap <= kTreeMaxNodes && out_tree.max_depth < kAttentionMaxDepth);
   Context& ctx = seq.context();
   const uint32_t n = n1 + 1;
   MetaPush push{n, t.base, out_tree.max_depth, out_tree.mask_words, t.slot, n1, root_tokens ? 1u : 0u};
   // tree_route's workgroup (simple_pipeline's default), so μ is summed in the same order.
-  const PipelineDesc fold =
-      make_pipeline_desc("tree_meta_route", std::vector<VkDescriptorType>(19, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
-                         sizeof(push), WorkgroupSpec{pick_workgroup(ctx, cfg, 64)}, cfg.required_subgroup_size);
-  if (!fits_stage_limits(ctx.caps(), fold)) {
+  if (!fits_stage_limits(ctx.caps(), meta_desc(ctx, "tree_meta_route", 19, nullptr, cfg))) {
     route_trees(seq, t1, n1, t2, n2, out_tree, cfg);
-    return tree_meta(seq, out_tree, n, t, cfg, root_tokens);
+    return tree_meta(seq, out_tree, n, t, cfg, root_tokens, embed);
   }
-  seq.dispatch(ctx.pipelines().get(fold),
-               {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve),
-                out(out_tree.info), t.binding(t1.parent), in(t1.parent), in(t2.parent),
-                in(root_tokens ? *root_tokens : t1.parent), out(out_tree.token), in(t1.score), in(t2.score),
-                in(t1.token), in(t2.token), in(t1.head), in(t2.head), out(out_tree.score), out(out_tree.head)},
-               push, 1, 1, 1, "route_meta");
+  dispatch_meta(seq, "tree_meta_route",
+                {out(out_tree.parent), out(out_tree.depth), out(out_tree.mask), out(out_tree.pos), out(out_tree.retrieve),
+                 out(out_tree.info), t.binding(t1.parent), in(t1.parent), in(t2.parent),
+                 in(root_tokens ? *root_tokens : t1.parent), out(out_tree.token), in(t1.score), in(t2.score),
+                 in(t1.token), in(t2.token), in(t1.head), in(t2.head), out(out_tree.score), out(out_tree.head)},
+                push, embed, out_tree.token, cfg, "route_meta");
 }
 
 void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argmax, const Buffer& accepted,

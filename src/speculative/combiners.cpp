@@ -13,8 +13,8 @@ class Single final : public Combiner {
   uint32_t verify_nodes(uint32_t B) const override { return 1 + B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, kTreeMaxNodes - 1); }
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
-              const Buffer& root) const override {
-    merge_trees_meta(seq, d[0]->tree(), B, d[0]->tree(), 0, out, t, {}, &root);  // a copy: the second tree adds nothing
+              const Buffer& root, const MetaEmbed* embed) const override {
+    merge_trees_meta(seq, d[0]->tree(), B, d[0]->tree(), 0, out, t, {}, &root, embed);  // a copy: the second tree adds nothing
   }
 };
 
@@ -31,8 +31,8 @@ class Route final : public Combiner {
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, kTreeMaxNodes - 1); }
   uint32_t win_slot() const override { return kInfoChosen; }
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
-              const Buffer& root) const override {
-    route_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t, {}, &root);
+              const Buffer& root, const MetaEmbed* embed) const override {
+    route_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t, {}, &root, embed);
   }
 };
 
@@ -44,8 +44,8 @@ class Merge final : public Combiner {
   uint32_t verify_nodes(uint32_t B) const override { return 1 + 2 * B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, (kTreeMaxNodes - 1) / 2); }
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
-              const Buffer& root) const override {
-    merge_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t, {}, &root);  // seed 000 §4.1-4.3 in one dispatch
+              const Buffer& root, const MetaEmbed* embed) const override {
+    merge_trees_meta(seq, d[0]->tree(), B, d[1]->tree(), B, out, t, {}, &root, embed);  // seed 000 §4.1-4.3 in one dispatch
   }
 };
 
@@ -57,10 +57,10 @@ class MergeTrie final : public Combiner {
   uint32_t verify_nodes(uint32_t B) const override { return 1 + 2 * B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, (kTreeMaxNodes - 1) / 2); }
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
-              const Buffer& root) const override {
+              const Buffer& root, const MetaEmbed* embed) const override {
     merge_trie(seq, d[0]->pool(), d[0]->pool_count(), d[1]->pool(), d[1]->pool_count(), verify_nodes(B), out, {}, &root,
                t);  // the root's token and the padding leaves' from root[t]
-    tree_meta(seq, out, verify_nodes(B), t);
+    tree_meta(seq, out, verify_nodes(B), t, {}, nullptr, embed);
   }
 };
 

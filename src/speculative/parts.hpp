@@ -44,6 +44,8 @@ class Verifier {
   void forward(Sequence& seq, const LlamaModel::ForwardArgs& a) { m_.forward(seq, a); }
   Mat logits() const { return m_.logits(); }
   Mat hidden() const { return m_.hidden(); }
+  const DeviceWeight& embedding() const { return m_.embedding(); }
+  Mat token_input() const { return m_.token_input(); }  // where a forward's rows' embeddings go
   RowGather feature_gather(const Context& ctx, Mat dst) const { return m_.feature_gather(ctx, dst); }
   Mat taps() const { return m_.taps(); }  // EAGLE-3 tap rows, when a head enabled them
   uint32_t tap_width() const { return m_.tap_width(); }
@@ -107,9 +109,10 @@ class Combiner {
   virtual uint32_t max_budget(uint32_t pool_nodes) const = 0; // largest B whose tree the kernels hold
   virtual uint32_t win_slot() const { return kInfoBestHead; } // tree info slot naming the winning head
   // Writes the verified tree and its verification inputs (tree_meta at t) into `out`, its root's
-  // token from root[t] (the drafters' pools leave theirs unwritten).
+  // token from root[t] (the drafters' pools leave theirs unwritten); with `embed`, the verifier's
+  // input rows too, in the same dispatch (MetaEmbed).
   virtual void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
-                      const Buffer& root) const = 0;
+                      const Buffer& root, const MetaEmbed* embed) const = 0;
 };
 
 // single1 / single2 (one drafter's tree), route (seed 001), merge (seed 000), merge-trie (ours).

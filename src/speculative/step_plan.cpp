@@ -72,10 +72,13 @@ void StepPlan::record_tree() {
   record_drafters(seq_, drafters_, shape_.pair, [&](Drafter& d) { d.record_step(seq_, b_); });
   end_draft_ = seq_.dispatch_count();
   // combine(): route (seed 001 §5), merge (seed 000 §4), merge-trie, or one head's tree.
-  combiner_->record(seq_, drafters_, shape_.B, vtree_, b_.t(), b_.seq_tokens);  // with tree_meta's inputs
+  // With tree_meta's inputs, and where it fits the verifier's embedding gather (MetaEmbed).
+  const MetaEmbed embed{&verifier_.embedding(), verifier_.token_input()};
+  const bool embedded = meta_embeds(verifier_.embedding(), N);
+  combiner_->record(seq_, drafters_, shape_.B, vtree_, b_.t(), b_.seq_tokens, embedded ? &embed : nullptr);
   // verify(): one verifier pass over the whole tree with the ancestor mask.
   LlamaModel::ForwardArgs fa;
-  fa.N = N, fa.t = b_.t(), fa.tokens = &vtree_.token, fa.pos = &vtree_.pos;
+  fa.N = N, fa.t = b_.t(), fa.tokens = &vtree_.token, fa.pos = &vtree_.pos, fa.embedded = embedded;
   fa.mask = &vtree_.mask, fa.mask_words = vtree_.mask_words;
   fa.defer_hidden_norm = true;  // only the accepted rows are features: commit's gather normalizes them
   verifier_.forward(seq_, fa);
