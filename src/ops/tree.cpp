@@ -117,17 +117,21 @@ void draft_expand(Sequence& seq, DeviceTree& pool, uint32_t base, const Buffer& 
 }
 
 namespace {
+// An embedding fold's variant (shaders/variants.cmake: <kernel>_embed_<type>_<path>) and the
+// table's two bindings after the kernel's own, texel or storage as the table is laid out.
+void add_embed_table(const DeviceWeight& table, std::string& name, std::vector<VkDescriptorType>& bindings) {
+  const VkDescriptorType wt = table.texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  bindings.insert(bindings.end(), {wt, wt});
+  name += std::string("_embed_") + weight_type_name(table.chunks[0].type) + (table.texel ? "_texel" : "_storage");
+}
+
 // draft_topk_expand's pipeline: the plain kernel's 16 storage buffers, or with the embedding fold
 // (EMBED) the table's two bindings after them, texel or storage as the table is laid out.
 PipelineDesc topk_expand_desc(const Context& ctx, const DeviceWeight* embed, uint32_t push_size, uint32_t V,
                               uint32_t k, const KernelConfig& cfg) {
   std::vector<VkDescriptorType> bindings(16, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
   std::string name = "tree_topk_expand";
-  if (embed) {
-    const VkDescriptorType wt = embed->texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bindings.insert(bindings.end(), {wt, wt});
-    name += std::string("_embed_") + weight_type_name(embed->chunks[0].type) + (embed->texel ? "_texel" : "_storage");
-  }
+  if (embed) add_embed_table(*embed, name, bindings);
   // The workgroup of a topk row (the rest runs in whichever one finishes last).
   const WorkgroupSpec spec{pick_workgroup(ctx, cfg, row_reduction_workgroup(ctx, V, k + 2))};
   return make_pipeline_desc(name, std::move(bindings), push_size, spec, cfg.required_subgroup_size);
@@ -209,9 +213,8 @@ PipelineDesc meta_desc(const Context& ctx, const char* shader, uint32_t n_storag
   std::vector<VkDescriptorType> bindings(n_storage, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
   std::string name = shader;
   if (embed) {
-    const VkDescriptorType wt = embed->texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bindings.insert(bindings.end(), {wt, wt, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER});
-    name += std::string("_embed_") + weight_type_name(embed->chunks[0].type) + (embed->texel ? "_texel" : "_storage");
+    add_embed_table(*embed, name, bindings);
+    bindings.push_back(VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);  // x
   }
   return make_pipeline_desc(name, std::move(bindings), sizeof(MetaPush), WorkgroupSpec{pick_workgroup(ctx, cfg, 64)},
                             cfg.required_subgroup_size);
