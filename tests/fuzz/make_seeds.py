@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Seed corpora for the libFuzzer harnesses in tests/fuzz/, derived at build time (nothing
 binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config,
-fuzz_tokenizer, fuzz_torch and fuzz_bench_json.
+fuzz_tokenizer, fuzz_torch, fuzz_llama2c and fuzz_bench_json.
 
 Seeds are kept small (mostly < 64 KB) so the fuzzers mutate structure rather than megabytes of
 weights: tiny random models from make_random_gguf, the bundled heads' configs and safetensors
 headers, and vocabularies cut from the bundled verifier and ../shared/tokenizer-vectors (a
 prefix of the tokens with the scores, types and merges that still apply to it), and
 pytorch_model.bin archives laid out as torch.save writes them (pickles assembled here, so no
-torch is needed to build the seeds), and the suite results kept in docs/.
+torch is needed to build the seeds), tiny llama2.c checkpoints written here, and the suite
+results kept in docs/.
 
 usage: make_seeds.py --source REPO --out DIR --make-random-gguf PATH
 """
@@ -185,6 +186,17 @@ def torch_seeds(tensors, protocol=2):
     return b"\x01" + buf.getvalue(), b"\x00" + bare
 
 
+def llama2c(dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared=True):
+    """A llama2.c legacy checkpoint: 7 int32 (a negative vocab: the classifier is stored apart),
+    then the f32 arrays in the order llama2.c writes them, small varied values."""
+    d, kvd = dim // heads, kv_heads * (dim // heads)
+    floats = (vocab * dim + layers * dim + layers * dim * dim + 2 * layers * kvd * dim + layers * dim * dim +
+              layers * dim + 3 * layers * hidden * dim + dim + 2 * seq_len * (d // 2) +
+              (0 if shared else vocab * dim))
+    head = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab if shared else -vocab, seq_len)
+    return head + b"".join(struct.pack("<f", ((i * 37) % 17 - 8) / 16.0) for i in range(floats))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -275,6 +287,14 @@ def main():
         json.dumps({"hidden_size": 192, "num_attention_heads": 6, "intermediate_size": 512,
                     "vocab_size": 256, "hidden_act": "gelu_pytorch_tanh", "attention_bias": True,
                     "mlp_bias": False}).encode())
+
+    # fuzz_llama2c: valid checkpoints (shared and separate classifier, grouped KV heads, a dim
+    # that q8_0 blocks divide and one they do not), a bare header, and the versioned magic.
+    put(out, "fuzz_llama2c", "shared.bin", llama2c(8, 16, 1, 2, 1, 10, 4))
+    put(out, "fuzz_llama2c", "classifier.bin", llama2c(8, 12, 2, 4, 2, 6, 3, shared=False))
+    put(out, "fuzz_llama2c", "q8-rows.bin", llama2c(32, 64, 1, 4, 4, 5, 2))
+    put(out, "fuzz_llama2c", "header-only.bin", struct.pack("<7i", 8, 16, 1, 2, 1, 10, 4))
+    put(out, "fuzz_llama2c", "ak42.bin", struct.pack("<I6i", 0x616b3432, 1, 0, 0, 0, 0, 0))
 
     # Saved `bench --suite` results as the repo keeps them, and the same trimmed to a few entries
     # per list (short inputs let the fuzzer mutate structure rather than wade through figures).
