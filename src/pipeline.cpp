@@ -1,6 +1,8 @@
 #include "vkspec/pipeline.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +72,26 @@ bool fits_stage_limits(const DeviceCaps& caps, const PipelineDesc& d, std::strin
          !over(sampled, caps.max_stage_sampled, "texel-buffer");
 }
 
+// VKSPEC_PIPELINE_LOG=FILE appends one line per pipeline the driver builds: milliseconds, the
+// shader variant, its specialization constants. Where a cold run's time goes (a driver that
+// compiles at creation, as lavapipe does, spends most of a first run here); lines from
+// concurrent processes interleave whole.
+static void log_compile(const PipelineDesc& desc, double ms) {
+  static const char* path = std::getenv("VKSPEC_PIPELINE_LOG");
+  if (!path || !*path) return;
+  std::string line = std::to_string(ms) + "\t" + desc.shader + "\t";
+  for (size_t i = 0; i + 4 <= desc.spec.size(); i += 4) {
+    uint32_t v;
+    std::memcpy(&v, desc.spec.data() + i, 4);
+    line += (i ? "," : "") + std::to_string(v);
+  }
+  line += "\n";
+  if (FILE* f = std::fopen(path, "a")) {
+    std::fwrite(line.data(), 1, line.size(), f);
+    std::fclose(f);
+  }
+}
+
 Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache) : ctx_(ctx), desc_(desc) {
   const auto& vk = ctx.vk();
   const auto& caps = ctx.caps();
@@ -124,9 +146,11 @@ Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache
   if (desc.required_subgroup_size) ci.stage.pNext = &rss;
   if (desc.full_subgroups) ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   ci.layout = layout_;
+  const auto t0 = std::chrono::steady_clock::now();
   VkResult r = vk.vkCreateComputePipelines(ctx.device(), cache, 1, &ci, nullptr, &pipeline_);
   vk.vkDestroyShaderModule(ctx.device(), module, nullptr);
   if (r != VK_SUCCESS) throw_vk_error(r, ("vkCreateComputePipelines(" + desc.shader + ")").c_str(), __FILE__, __LINE__);
+  log_compile(desc, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
 Pipeline::~Pipeline() {
