@@ -289,7 +289,7 @@ inline void check_lossless_on(Context& ctx, LlamaModel& model, EagleHead* h1, Ea
 
 // check_lossless_on over n_prompts random prompts.
 inline void check_lossless(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const char* what,
-                           double min_tau_merge, uint32_t depth, uint32_t topk, uint32_t budget, int n_prompts = 20,
+                           double min_tau_merge, uint32_t depth, uint32_t topk, uint32_t budget, int n_prompts = 8,
                            uint32_t n_new = 128) {
   check_lossless_on(ctx, model, h1, h2, random_prompts(n_prompts, uint32_t(model.config().V)), what, min_tau_merge,
                     0.0, depth, topk, budget, n_new);

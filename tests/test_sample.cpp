@@ -627,7 +627,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: merge and route sample the first 3 tokens a
   TinyRig rig(ctx, "samp_e2e", 12, 16, 25.0f, 0.3f, 0.6f);
   const std::vector<uint32_t> prompt = {1, 5, 3};
   auto sample = [&](Strategy s, uint64_t seed0) {
-    return first_tokens(ctx, *rig.model, rig.head1.get(), rig.head2.get(), s, seed0, prompt, 1200);
+    return first_tokens(ctx, *rig.model, rig.head1.get(), rig.head2.get(), s, seed0, prompt, 700);
   };
   const auto ref = sample(Strategy::AR, 0);
   for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(1) << 32}, std::pair{Strategy::Route, uint64_t(2) << 32}})
@@ -650,7 +650,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: a mixed EAGLE-1 + EAGLE-3 pair samples the 
   CHECK_THROWS_WITH_AS(Engine(ctx, *rig.model, rig.head1.get(), &e3, wide),
                        doctest::Contains("--topk 9 exceeds the draft vocabulary of 8 ids"), Error);
   const std::vector<uint32_t> prompt = {1, 5, 3};
-  const uint32_t runs = 800;
+  const uint32_t runs = 500;
   const auto ref = first_tokens(ctx, *rig.model, nullptr, nullptr, Strategy::AR, 0, prompt, runs);
   for (auto [s, seed0] : {std::pair{Strategy::Merge, uint64_t(3) << 32}, std::pair{Strategy::Route, uint64_t(4) << 32}})
     check_same_law(ref, first_tokens(ctx, *rig.model, rig.head1.get(), &e3, s, seed0, prompt, runs), s);
@@ -658,7 +658,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: a mixed EAGLE-1 + EAGLE-3 pair samples the 
 
 TEST_CASE_FIXTURE(VkTest, "sampling: a seed reproduces its tokens; temperature 0 through the sampling path is greedy") {
   TinyRig rig(ctx, "samp_seed", 12, 16, 25.0f, 0.3f, 0.6f);
-  const std::vector<std::vector<uint32_t>> prompts = {{1, 5, 3}, {7}, {2, 2, 9, 4, 11, 0}};
+  const std::vector<std::vector<uint32_t>> prompts = {{1, 5, 3}, {2, 2, 9, 4, 11, 0}};
   for (Strategy s : {Strategy::AR, Strategy::Single1, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
     for (auto& p : prompts) {
       auto run = [&](EngineOptions o) {
@@ -708,7 +708,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: tau at temperature 0.8 vs 0 per strategy (r
         o.depth = 4, o.topk = 3, o.budget = 6;
         Engine e(ctx, model, &head1, &head2, o);
         double toks = 0, steps = 0;
-        for (uint32_t i = 0; i < 6; ++i) {
+        for (uint32_t i = 0; i < 3; ++i) {
           GenerateStats st = e.generate({i % uint32_t(r.V), (7 * i + 3) % uint32_t(r.V)}, 64);
           toks += double(st.tokens.size() - 1), steps += st.steps;
         }
