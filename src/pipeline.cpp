@@ -72,24 +72,27 @@ bool fits_stage_limits(const DeviceCaps& caps, const PipelineDesc& d, std::strin
          !over(sampled, caps.max_stage_sampled, "texel-buffer");
 }
 
-// VKSPEC_PIPELINE_LOG=FILE appends one line per pipeline the driver builds: milliseconds, the
-// shader variant, its specialization constants. Where a cold run's time goes (a driver that
-// compiles at creation, as lavapipe does, spends most of a first run here); lines from
-// concurrent processes interleave whole.
-static void log_compile(const PipelineDesc& desc, double ms) {
+void pipeline_log(std::string_view line) {
   static const char* path = std::getenv("VKSPEC_PIPELINE_LOG");
   if (!path || !*path) return;
+  if (FILE* f = std::fopen(path, "a")) {  // one write a line: concurrent processes interleave whole lines
+    std::fwrite(line.data(), 1, line.size(), f);
+    std::fclose(f);
+  }
+}
+
+// One line a pipeline: milliseconds in vkCreateComputePipelines, the shader variant, its
+// specialization constants. lavapipe JIT-compiles at the first dispatch instead, so there the
+// count of distinct lines, not their milliseconds, is what a cold run costs.
+static void log_pipeline(const PipelineDesc& desc, double ms) {
+  if (!std::getenv("VKSPEC_PIPELINE_LOG")) return;
   std::string line = std::to_string(ms) + "\t" + desc.shader + "\t";
   for (size_t i = 0; i + 4 <= desc.spec.size(); i += 4) {
     uint32_t v;
     std::memcpy(&v, desc.spec.data() + i, 4);
     line += (i ? "," : "") + std::to_string(v);
   }
-  line += "\n";
-  if (FILE* f = std::fopen(path, "a")) {
-    std::fwrite(line.data(), 1, line.size(), f);
-    std::fclose(f);
-  }
+  pipeline_log(line + "\n");
 }
 
 Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache) : ctx_(ctx), desc_(desc) {
@@ -150,7 +153,7 @@ Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache
   VkResult r = vk.vkCreateComputePipelines(ctx.device(), cache, 1, &ci, nullptr, &pipeline_);
   vk.vkDestroyShaderModule(ctx.device(), module, nullptr);
   if (r != VK_SUCCESS) throw_vk_error(r, ("vkCreateComputePipelines(" + desc.shader + ")").c_str(), __FILE__, __LINE__);
-  log_compile(desc, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  log_pipeline(desc, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
 Pipeline::~Pipeline() {

@@ -9,17 +9,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "vkspec/pipeline.hpp"
+
 namespace {
 struct CaseLog : doctest::IReporter {
   explicit CaseLog(const doctest::ContextOptions&) {}
   static void line(const char* what, const doctest::TestCaseData& tc) {
-    static const char* path = std::getenv("VKSPEC_PIPELINE_LOG");
-    if (!path || !*path) return;
-    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    if (FILE* f = std::fopen(path, "a")) {
-      std::fprintf(f, "#%s\t%.3f\t%s\n", what, now, tc.m_name);
-      std::fclose(f);
-    }
+    if (!std::getenv("VKSPEC_PIPELINE_LOG")) return;
+    char now[32];
+    std::snprintf(now, sizeof now, "%.3f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    vkspec::pipeline_log(std::string("#") + what + "\t" + now + "\t" + tc.m_name + "\n");
   }
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}

@@ -75,8 +75,8 @@ TEST_CASE_FIXTURE(VkTest, "matmul lanes: x shared by subgroup shuffles equals pe
       Buffer xb(ctx, x.size() * 4), gb(ctx, K * 4), scratch(ctx, size_t(Bmax) * (xs + 2 * N) * 4);
       xb.upload(x);
       gb.upload(g);
-      // 0: the tile matmul picks (B 23: one of 12, two texels of x a lane at subgroup 8); 8 needs
-      // two texels a lane at subgroup 8 and four at 4; 1 and 3 (B 3) one texel, a partial one.
+      // bt 0: the tile matmul picks (B 23: 12 rows, two texels of x a lane at subgroup 8); 8: two
+      // texels a lane at subgroup 8, four at 4; 1: one row a tile.
       for (uint32_t B : {3u, 23u, 37u})
         for (uint32_t bt : {0u, 1u, 8u}) {
           std::vector<float> got[2];

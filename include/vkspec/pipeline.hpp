@@ -26,6 +26,9 @@ ShaderCode find_shader(std::string_view name);  // throws naming the variant if 
 bool has_shader(std::string_view name);
 std::vector<std::string_view> shader_names();
 uint64_t all_shaders_hash();  // FNV-1a over every embedded module: part of the cache key
+// Appends `line` to the file VKSPEC_PIPELINE_LOG names (nothing when unset): every pipeline built
+// logs itself there; the test binary adds its cases (tools/pipeline_log.py reads both).
+void pipeline_log(std::string_view line);
 
 // Specialization constants are plain structs of 4-byte fields; field i is constant_id i.
 // Each op mirrors its shader's `layout(constant_id = i)` list in one struct with static_asserts.
