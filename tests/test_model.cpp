@@ -8,6 +8,10 @@
 #include "vkspec/gguf_writer.hpp"
 #include "vkspec/llama2c.hpp"
 #include "vkspec/model.hpp"
+#include "vkspec/score.hpp"
+
+#include <bit>
+#include <cstring>
 
 using namespace vkspec;
 using namespace vkspec::test;
@@ -205,11 +209,19 @@ TEST_CASE_FIXTURE(VkTest, "context: the default is the model's whole context; a 
   CHECK(ref.greedy(prompt, 4) == std::vector<uint32_t>(st.tokens.begin(), st.tokens.begin() + 4));
 }
 
+namespace {
+// Two layers, odd widths, two query heads per K/V head.
+LlamaConfig small_gqa_config(int ctx_len) {
+  LlamaConfig cfg;
+  cfg.C = 52, cfg.H = 4, cfg.Hkv = 2, cfg.D = 12, cfg.F = 72, cfg.V = 83, cfg.L = 2, cfg.ctx = ctx_len;
+  return cfg;
+}
+}  // namespace
+
 TEST_CASE_FIXTURE(VkTest, "a tree pass that defers the final norm: commit's gather yields hidden()'s rows bit for bit") {
   // The step's verify leaves the hidden rows un-normalized where the LM head folds the norm, and
   // commit_rows normalizes the accepted ones as it gathers them (Verifier::feature_gather).
-  LlamaConfig cfg;
-  cfg.C = 52, cfg.H = 4, cfg.Hkv = 2, cfg.D = 12, cfg.F = 72, cfg.V = 83, cfg.L = 2, cfg.ctx = 64;
+  const LlamaConfig cfg = small_gqa_config(64);
   TempFile f("deferred_norm.gguf");
   write_random_llama(f.path, cfg, 77, GgmlType::F16);
   GgufFile g = GgufFile::open(f.path);
@@ -246,5 +258,70 @@ TEST_CASE_FIXTURE(VkTest, "a tree pass that defers the final norm: commit's gath
     }
     INFO("weight path " << int(wp));
     CHECK(got == want);
+  }
+}
+
+TEST_CASE("prefill passes: in order, covering the prompt, sizes from R and the powers of two below it") {
+  for (uint32_t R : {1u, 3u, 16u, 24u, 64u})
+    for (uint32_t P = 0; P <= 300; ++P) {
+      const std::vector<RowPass> passes = prefill_passes(P, R);
+      CAPTURE(R);
+      CAPTURE(P);
+      if (P == 0) {
+        CHECK(passes.empty());
+        continue;
+      }
+      REQUIRE(!passes.empty());
+      uint32_t done = 0;
+      for (const RowPass& s : passes) {
+        CHECK(s.rows >= 1);
+        CHECK(s.rows <= R);
+        CHECK((s.rows == R || std::has_single_bit(s.rows)));
+        CHECK(s.rows <= passes.front().rows);
+        CHECK(s.first <= done);             // no gap
+        CHECK(s.first + s.rows > done);     // every pass adds rows
+        done = s.first + s.rows;
+      }
+      CHECK(passes.front().first == 0);
+      CHECK(done == P);  // the last pass ends at P: its last row is P-1
+      // At most one pass more than passes of the first size need.
+      const uint32_t h = passes.front().rows;
+      CHECK(passes.size() <= (P + h - 1) / h + 1);
+      // The recomputed rows are fewer than half the prompt's, and than half a pass.
+      uint64_t rows = 0;
+      for (const RowPass& s : passes) rows += s.rows;
+      CHECK(2 * (rows - P) < P);
+      CHECK(2 * (rows - P) < h);
+    }
+  CHECK(prefill_passes(45, 16) == std::vector<RowPass>{{0, 16}, {16, 16}, {29, 16}});
+  CHECK(prefill_passes(11, 16) == std::vector<RowPass>{{0, 8}, {7, 4}});
+  CHECK(prefill_passes(100, 256) == std::vector<RowPass>{{0, 64}, {36, 64}});
+  CHECK(prefill_passes(129, 256) == std::vector<RowPass>{{0, 128}, {128, 1}});
+  CHECK(prefill_passes(50, 24) == std::vector<RowPass>{{0, 24}, {24, 24}, {48, 2}});
+  CHECK(prefill_passes(8, 16) == std::vector<RowPass>{{0, 8}});
+  CHECK(prefill_passes(33, 16) == std::vector<RowPass>{{0, 16}, {16, 16}, {32, 1}});
+}
+
+TEST_CASE_FIXTURE(VkTest, "logits of a chain in overlapping prefill passes equal those of one row a pass, bit for bit") {
+  const LlamaConfig cfg = small_gqa_config(96);
+  TempFile f("overlap_passes.gguf");
+  write_random_llama(f.path, cfg, 91, GgmlType::F16);
+  GgufFile g = GgufFile::open(f.path);
+  std::vector<uint32_t> tokens(45);
+  for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 37 + 5) % uint32_t(cfg.V);
+  auto chain = [&](uint32_t rows, size_t T) {
+    ModelOptions mo;
+    mo.context = 96, mo.max_rows = rows;
+    LlamaModel m(ctx, g, mo);
+    ChainRunner run(m);
+    return run.logits(std::span(tokens.data(), T));
+  };
+  // 45 rows at 16 a pass: 16, 16 and 16 from row 29; 11 rows: 8 and 4 from row 7.
+  for (size_t T : {size_t(45), size_t(11)}) {
+    CAPTURE(T);
+    const std::vector<float> one = chain(1, T), passes = chain(16, T);
+    REQUIRE(one.size() == T * size_t(cfg.V));
+    REQUIRE(passes.size() == one.size());
+    CHECK(std::memcmp(one.data(), passes.data(), one.size() * 4) == 0);
   }
 }

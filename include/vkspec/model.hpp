@@ -99,6 +99,21 @@ StateBytes llama_state_bytes(const LlamaConfig& cfg, const ModelOptions& opts);
 uint64_t llama_tap_bytes(const LlamaConfig& cfg, const ModelOptions& opts, uint32_t points);
 uint64_t llama_tap_bytes(const LlamaConfig& cfg, uint32_t max_rows, uint32_t points);
 
+// Passes of a prompt of P tokens when a pass takes at most R rows: [first, first + rows) spans
+// covering [0, P) in order, every size R or a power of two. Passes of h = min(R, the largest power
+// of two <= P), then the r < h rows left as one pass of the smallest power of two >= r (at most h)
+// that ends at P, overlapping the pass before it by fewer than r rows. A pass recomputes the rows
+// it shares with an earlier one to the same bits (a row's arithmetic does not depend on its pass:
+// batch invariance), so the overlap costs time and changes nothing else. Why not passes of any
+// size: a device that specializes a kernel on its batch tile (matmul_lanes on CPU rasterizers)
+// would meet new kernels with every new prompt length, and lavapipe compiles each at its first
+// dispatch (~1.4 s unoptimized) before the first token; these sizes meet at most log2(R) + 1.
+struct RowPass {
+  uint32_t first = 0, rows = 0;
+  bool operator==(const RowPass&) const = default;
+};
+std::vector<RowPass> prefill_passes(uint32_t P, uint32_t R);
+
 // One generation's verifier: the shared weights, plus its own KV cache and activation buffers.
 class LlamaModel {
  public:

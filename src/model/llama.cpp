@@ -115,6 +115,19 @@ class LoadProgress {
 };
 }  // namespace
 
+std::vector<RowPass> prefill_passes(uint32_t P, uint32_t R) {
+  std::vector<RowPass> out;
+  if (P == 0) return out;
+  const uint32_t h = std::min(std::max(R, 1u), std::bit_floor(P));
+  uint32_t c0 = 0;
+  for (; c0 + h <= P; c0 += h) out.push_back({c0, h});
+  if (c0 < P) {
+    const uint32_t tail = std::min(std::bit_ceil(P - c0), h);
+    out.push_back({P - tail, tail});
+  }
+  return out;
+}
+
 namespace {
 // The capacity and rows a state for `opts` gets.
 uint32_t capacity_of(const LlamaConfig& cfg, const ModelOptions& opts) {

@@ -23,21 +23,25 @@ void ChainRunner::run(std::span<const uint32_t> tokens, uint32_t from,
     if (tok >= V) throw Error("token id " + std::to_string(tok) + " is outside the model's vocabulary of " + std::to_string(V));
   Sequence seq(model_.context());
   std::vector<int32_t> pos(R);
-  for (uint32_t c0 = 0; c0 < T; c0 += R) {
-    const uint32_t n = std::min(R, T - c0);
-    for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(t_ + i);
+  // Passes from prefill_passes over this call's tokens (they overlap; a row is handed back once).
+  const uint32_t t0 = t_;
+  uint32_t done = 0;  // rows [0, done) of this call computed
+  for (const RowPass& pass : prefill_passes(T, R)) {
+    const uint32_t c0 = pass.first, n = pass.rows;
+    for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(t0 + c0 + i);
     tokens_.upload(tokens.data() + c0, n * 4);
     pos_.upload(pos.data(), n * 4);
     LlamaModel::ForwardArgs a;
-    a.N = n, a.t = t_, a.tokens = &tokens_, a.pos = &pos_;
-    // The lm_head only for the rows asked for (the forward computes at least the last).
-    const uint32_t want = from > c0 ? from - c0 : 0;
+    a.N = n, a.t = t0 + c0, a.tokens = &tokens_, a.pos = &pos_;
+    // The lm_head only for the new rows asked for (the forward computes at least the last).
+    const uint32_t want = std::max(from, done) - c0;
     a.logits_from = std::min(want, n - 1);
     a.hidden = false;
     seq.begin();
     model_.forward(seq, a);
     seq.run();
-    t_ += n;
+    done = c0 + n;
+    t_ = t0 + done;
     const Mat L = model_.logits();
     for (uint32_t i = want; i < n; ++i) {
       row_ = L.buf->read<float>(V, (size_t(L.offset) + size_t(i) * L.stride) * 4);

@@ -308,7 +308,8 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
 // double the live accumulators (4096² B = 12, 2 threads: 6.2 -> 6.8 ms with a tile of 12).
 // B = 17 as 16 + 1 would compute 32 rows, hence the even split. Each tile size is one more
 // pipeline per weight type and fold (lavapipe compiles a 16-row one in ~2 s, an 8-row one in
-// ~0.4 s); a model meets a few (its verify pass, its prefill chunks), never one per step.
+// ~0.4 s); a model meets a few (its verify pass, its draft levels, the prefill's powers of two:
+// prefill_passes), never one per step or per prompt length.
 // The block types decode a whole block per row into registers and stay at 4.
 constexpr uint32_t kLanesBatchTile = 8, kLanesBatchTileWide = 16, kBlockBatchTile = 4;
 uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type) {

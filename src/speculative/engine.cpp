@@ -145,31 +145,33 @@ uint32_t Engine::verify_nodes() const {
 
 uint32_t Engine::dispatches_per_step() const { return parts_->plan->dispatches(); }
 
-// The prompt in chunks through the verifier and the drafters (pairs j < P-1: the last pair, whose
-// token is the first generated one, is the first step's ingest), then y[P] = argmax (taken by
-// step_advance) or a draw from G, and the step state for the first step: t = P, prev_t = P-1,
-// a = 0, feat row 0 = f_{P-1}.
+// The prompt in passes (prefill_passes: sizes from a fixed set, the last pass ending at P) through
+// the verifier and the drafters, then y[P] = argmax (taken by step_advance) or a draw from G, and
+// the step state for the first step: t = P, prev_t = P-1, a = 0, feat row 0 = f_{P-1}.
+// The drafters take pairs (f_j, y[j+1]) at head positions j of each pass's rows. The last pass's
+// last pair, j = P-1, reads y[P] before it exists (a valid id: seq_tokens never holds another) and
+// writes head slot P-1, which the first step's ingest writes again with the real pair before any
+// row reads it; so the drafters run the verifier's row count, from the same fixed set.
 void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) {
   Parts& p = *parts_;
   StepBuffers& b = p.buffers;
   const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
-  uint32_t R = model_.max_rows();  // prefill chunk: what both the verifier and the drafters take per pass
+  uint32_t R = model_.max_rows();  // rows a pass: what both the verifier and the drafters take
   for (auto& d : p.drafter_store) R = std::min(R, d->max_rows());
   const uint32_t state[kStateWords] = {P - 1, P - 1, 0, 0};
   seq.update(b.state, 0, state, sizeof(state));
-  for (uint32_t c0 = 0; c0 < P; c0 += R) {
-    const uint32_t n = std::min(R, P - c0);
+  uint32_t last_row = 0;  // P-1's row in the last pass
+  for (const RowPass& pass : prefill_passes(P, R)) {
     LlamaModel::ForwardArgs a;
-    a.N = n, a.t = c0, a.tokens = &b.seq_tokens, a.tok_offset = c0;
-    a.logits_from = n - 1;
+    a.N = pass.rows, a.t = pass.first, a.tokens = &b.seq_tokens, a.tok_offset = pass.first;
+    a.logits_from = pass.rows - 1;
     a.hidden = !p.drafter_store.empty();
     p.verifier->forward(seq, a);
-    const uint32_t pairs = std::min(c0 + n, P - 1) - std::min(c0, P - 1);
-    if (pairs)
-      record_drafters(seq, p.plan_drafters, p.pair,
-                      [&](Drafter& d) { d.record_prefill(seq, b, model_.hidden(), model_.taps(), c0, pairs); });
+    record_drafters(seq, p.plan_drafters, p.pair,
+                    [&](Drafter& d) { d.record_prefill(seq, b, model_.hidden(), model_.taps(), pass.first, pass.rows); });
+    last_row = pass.rows - 1;
   }
-  const Mat last = model_.logits().row((P - 1) % R);
+  const Mat last = model_.logits().row(last_row);
   if (sampling()) {
     sample_probs(seq, last, Mat{&p.probs, 0, V}, 1, V, opts_.sampling, b.seq_tokens, P - 1, p.root_tree);
     AcceptSampleArgs aa;
@@ -178,9 +180,9 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     accept_sample(seq, p.root_tree, aa);
     put_token(seq, p.root_tree.info, kInfoNextRoot, b.seq_tokens, P);
   }
-  if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), (P - 1) % R, b.features(), 1, uint32_t(model_.config().C));
+  if (!p.drafter_store.empty()) copy_rows(seq, model_.hidden(), last_row, b.features(), 1, uint32_t(model_.config().C));
   if (!p.drafter_store.empty() && b.taps_stride)
-    copy_rows(seq, model_.taps(), (P - 1) % R, b.tap_features(), 1, model_.tap_width());
+    copy_rows(seq, model_.taps(), last_row, b.tap_features(), 1, model_.tap_width());
   // Greedy: y[P] = y[t+1] (t = P - 1) = argmax, taken by step_advance itself.
   const StepArgmax am{last, V};
   step_advance(seq, b.state, nullptr, nullptr, b.seq_tokens, b.out_list, /*count_step=*/false, kDynFixed,
