@@ -356,6 +356,7 @@ void Context::init_device(const ContextOptions& opts, bool own) {
   caps_ = query_caps(physical_, int(queue_family_));
   if (!own) caps_.pair_dispatch = false;  // an application's device: which features it enabled is unknown
   storage_range_limit_ = opts.storage_range_limit;
+  batch_tiles_ = opts.batch_tiles;
   if (opts.stage_storage_buffers_limit && opts.stage_storage_buffers_limit < caps_.max_stage_storage_buffers)
     caps_.max_stage_storage_buffers = opts.stage_storage_buffers_limit;
   queue_lock_ = opts.queue_lock;

@@ -216,6 +216,10 @@ check "generate --json reports weight, KV and scratch bytes of the verifier and 
 outar32=$("$vkspec" generate -m "$m" --kv-type f32 --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
 check "with an f32 KV cache too, merge emits ar's tokens" \
   "/usr/bin/python3 -c 'import json,sys; assert json.loads(sys.argv[1])[\"tokens\"]==json.loads(sys.argv[2])[\"tokens\"]' \"\$outar32\" \"\$outf32\""
+outp2=$("$vkspec" generate -m "$m" --heads "$root/models/head1,$root/models/head2" --strategy merge --kv-type f32 --batch-tiles pow2 --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
+check "with batch tiles of powers of two, merge emits ar's tokens" \
+  "/usr/bin/python3 -c 'import json,sys; assert json.loads(sys.argv[1])[\"tokens\"]==json.loads(sys.argv[2])[\"tokens\"]' \"\$outar32\" \"\$outp2\""
+expect_error "an unknown --batch-tiles is refused naming the option" "--batch-tiles expects even or pow2, got 'odd'" generate -m "$m" --tokens "1 2" -n 2 --batch-tiles odd
 expect_error "an unknown --kv-type is refused naming the option" "--kv-type expects f32 or f16, got 'q8'" generate -m "$m" --tokens "1 2" -n 2 --kv-type q8
 out=$("$vkspec" devices --json 2>/dev/null)
 check "devices --json lists the memory heaps" \

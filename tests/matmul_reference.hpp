@@ -171,22 +171,32 @@ inline void check_batch_invariant(Context& ctx, const DeviceWeight& W, int varia
   // and 256 take tiles of 16. The variants a device picks by itself (-1) and the lanes kernel (3)
   // take them all; the other variants, whose tiles follow B less, a short list (each B is a
   // pipeline the driver compiles, the most of a cold run).
+  // Under both batch-tile policies (ContextOptions::batch_tiles; the suite's context runs
+  // PowersOfTwo): every B's rows equal the one-row pass, which is one tile of 1 under either.
   const std::vector<uint32_t> all = {2u, 3u, 5u, 7u, 9u, 13u, 16u, 42u, 64u, 256u}, few = {3u, 16u, 42u};
-  for (uint32_t B : variant == -1 || variant == 3 ? all : few) {
-    Sequence seq(ctx);
-    seq.begin();
-    matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);
-    seq.run();
-    auto all = yB.read<float>(size_t(B) * N);
-    for (uint32_t row : {0u, B / 2, B - 1}) {
+  const BatchTiles before = ctx.batch_tiles();
+  for (BatchTiles policy : {BatchTiles::Even, BatchTiles::PowersOfTwo}) {
+    ctx.set_batch_tiles(policy);
+    for (uint32_t B : variant == -1 || variant == 3 ? all : few) {
+      Sequence seq(ctx);
       seq.begin();
-      matmul(seq, W, Mat{&xb, row * K, K}, Mat{&y1, 0, N}, 1, args);
+      matmul(seq, W, Mat{&xb, 0, K}, Mat{&yB, 0, N}, B, args);
       seq.run();
-      auto a = y1.read<float>(N);
-      CHECK_MESSAGE(std::memcmp(a.data(), &all[size_t(row) * N], N * 4) == 0,
-                    what << " variant " << variant << " x_shuffle " << x_shuffle << " row " << row << " of B=" << B << " differs from B=1");
+      auto all = yB.read<float>(size_t(B) * N);
+      for (uint32_t row : {0u, B / 2, B - 1}) {
+        seq.begin();
+        matmul(seq, W, Mat{&xb, row * K, K}, Mat{&y1, 0, N}, 1, args);
+        seq.run();
+        auto a = y1.read<float>(N);
+        CHECK_MESSAGE(std::memcmp(a.data(), &all[size_t(row) * N], N * 4) == 0,
+                      what << " variant " << variant << " x_shuffle " << x_shuffle << " tiles "
+                           << (policy == BatchTiles::Even ? "even" : "powers of two") << " row " << row << " of B=" << B
+                           << " differs from B=1");
+      }
     }
+    if (variant != -1 && variant != 3) break;  // only the lanes kernel's tiles follow the policy
   }
+  ctx.set_batch_tiles(before);
 }
 
 }  // namespace vkspec::test

@@ -170,6 +170,41 @@ TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsn
       }
 }
 
+TEST_CASE("batch tiles of powers of two: passes of 1..17 rows take 5 lanes pipelines, not 16, and the same bits") {
+  // ContextOptions::batch_tiles on a context of its own, so the count is of its pipelines alone.
+  auto run = [](BatchTiles policy, size_t& pipelines) {
+    ContextOptions o = test_context_options();
+    o.batch_tiles = policy;
+    Context c(o);
+    const uint32_t N = 24, K = 64;
+    auto raw = make_weight(WeightType::F16, N, K, 7);
+    const DeviceWeight W = upload_weight(c, WeightType::F16, N, K, raw.data(), WeightPath::Texel);
+    auto x = random_floats(size_t(17) * K, 3);
+    Buffer xb(c, x.size() * 4), yb(c, size_t(17) * N * 4);
+    xb.upload(x);
+    std::vector<float> out;
+    MatmulArgs a;
+    a.cfg.matmul_rows = 3;
+    for (uint32_t B = 1; B <= 17; ++B) {
+      Sequence seq(c);
+      seq.begin();
+      matmul(seq, W, Mat{&xb, 0, K}, Mat{&yb, 0, N}, B, a);
+      seq.run();
+      auto y = yb.read<float>(size_t(B) * N);
+      out.insert(out.end(), y.begin(), y.end());
+    }
+    pipelines = c.pipelines().size();
+    CHECK(c.take_validation_messages().empty());
+    return out;
+  };
+  size_t even = 0, pow2 = 0;
+  const auto e = run(BatchTiles::Even, even), p = run(BatchTiles::PowersOfTwo, pow2);
+  CHECK(even == 16);  // tiles 1..16 (17 rows: two tiles of 9)
+  CHECK(pow2 == 5);   // 1, 2, 4, 8, 16 (17 rows: two tiles of 16)
+  REQUIRE(e.size() == p.size());
+  CHECK(std::memcmp(e.data(), p.data(), e.size() * 4) == 0);
+}
+
 TEST_CASE("matmul splits weights larger than the descriptor range") {
   // A lowered limit stands in for maxStorageBufferRange (128 MiB on lavapipe) so the test stays small.
   ContextOptions o;

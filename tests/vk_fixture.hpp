@@ -19,13 +19,17 @@
 
 namespace vkspec::test {
 
-// The suite's context options: validation on, no pipeline cache on disk; with `storage_buffers`
+// The suite's context options: validation on, no pipeline cache on disk, batch tiles of powers of
+// two (ContextOptions::batch_tiles: the engine cases meet every pass size from 1 to 17 rows, and
+// under even tiles each is a pipeline per weight type and fold to compile; the batch-invariance
+// cases run both policies, the tile sweeps force their tiles); with `storage_buffers`
 // the device is presented as allowing only that many storage buffers a stage (the fallbacks of
 // the fused kernels that need more).
 inline ContextOptions test_context_options(uint32_t storage_buffers = 0) {
   ContextOptions o;
   o.validation = true;
   o.pipeline_cache_dir = "-";
+  o.batch_tiles = BatchTiles::PowersOfTwo;
   if (storage_buffers) o.stage_storage_buffers_limit = storage_buffers;
   return o;
 }

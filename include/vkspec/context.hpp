@@ -94,6 +94,17 @@ struct DeviceCaps {
   std::string type_name() const;
 };
 
+// How matmul_lanes (the kernel of CPU-like devices) cuts a pass of B rows into tiles, each tile
+// size a pipeline of its own (ops/matmul.cpp: lanes_batch_tile):
+//   Even         as few tiles as the size cap allows, split evenly (B = 9: one tile of 9): the
+//                fastest pass; a model meets up to 16 tile sizes per weight type and fold.
+//   PowersOfTwo  tiles of 1, 2, 4, 8 or 16 rows (B = 9: one tile of 16, its last 7 rows clamped
+//                copies of row 8): at most 5 tile sizes, so a run that meets many pass sizes — a
+//                budget search, a test suite — has a third as many pipelines to compile (lavapipe
+//                compiles each at its first dispatch, ~1.5 s), and a pass computes up to ~2x its rows.
+// A row's result does not depend on its tile, so both give the same bits.
+enum class BatchTiles { Even, PowersOfTwo };
+
 struct ContextOptions {
   // Device choice: "" → VKSPEC_DEVICE env var, else prefer discrete > integrated > virtual > CPU.
   // Otherwise a decimal index into the enumeration or a case-insensitive name substring.
@@ -104,6 +115,7 @@ struct ContextOptions {
   // Directory for the on-disk pipeline cache; "" → $XDG_CACHE_HOME/vkspec or ~/.cache/vkspec;
   // "-" disables it.
   std::string pipeline_cache_dir;
+  BatchTiles batch_tiles = BatchTiles::Even;
   // Test hook: pretend maxStorageBufferRange is this many bytes (0 = the device's).
   uint64_t storage_range_limit = 0;
   // Test hook: pretend maxPerStageDescriptorStorageBuffers is this (0 = the device's).
@@ -179,6 +191,9 @@ class Context {
   const VolkDeviceTable& vk() const { return vk_; }
   PipelineCache& pipelines() { return *pipelines_; }
   uint64_t storage_range() const;  // maxStorageBufferRange, or the test override
+  // ContextOptions::batch_tiles; a change applies to passes recorded after it.
+  BatchTiles batch_tiles() const { return batch_tiles_; }
+  void set_batch_tiles(BatchTiles t) { batch_tiles_ = t; }
 
   // Index of a memory type with `required` flags (and preferably `preferred` ones).
   uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
@@ -228,6 +243,7 @@ class Context {
   DeviceCaps caps_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t storage_range_limit_ = 0;
+  BatchTiles batch_tiles_ = BatchTiles::Even;
   ContextOptions::QueueLock queue_lock_;
   uint64_t host_waits_ = 0;
   std::atomic<uint64_t> allocated_bytes_{0};

@@ -88,6 +88,7 @@ class PipelineCache {
   ~PipelineCache();
   const Pipeline& get(const PipelineDesc& desc);
   const std::string& path() const { return path_; }
+  size_t size() const { return pipelines_.size(); }  // pipelines created (on lavapipe each a compile)
 
  private:
   Context& ctx_;

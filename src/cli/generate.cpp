@@ -166,7 +166,8 @@ static RegisterCommand reg{"generate",
                            "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--topk K|auto] [--depth D] [--heads H1,H2]"
                            " [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
-                           " [--steps-per-submit S] [--pair-heads on|off] [--stop IDS] [--ctx N] [--kv-type f16|f32]",
+                           " [--steps-per-submit S] [--pair-heads on|off] [--stop IDS] [--ctx N] [--kv-type f16|f32]"
+                           " [--batch-tiles even|pow2]",
                            run_generate};
 
 }  // namespace vkspec::cli

@@ -68,6 +68,9 @@ void Session::open(Args& args) {
   ctx_len = uint32_t(args.get_uint("ctx", 0));
   kv_type = parse_kv_type(args.get("kv-type", "f16"));
   device = args.get("device", "");
+  const std::string tiles = args.get("batch-tiles", "even");
+  if (tiles != "even" && tiles != "pow2") throw Error("--batch-tiles expects even or pow2, got '" + tiles + "'");
+  batch_tiles = tiles == "pow2" ? BatchTiles::PowersOfTwo : BatchTiles::Even;
   // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
 }
@@ -75,6 +78,7 @@ void Session::open(Args& args) {
 void Session::load_verifier(uint32_t max_rows) {
   ContextOptions co;
   co.device = device;
+  co.batch_tiles = batch_tiles;
   ctx = std::make_unique<Context>(co);
   ModelOptions mo;
   mo.context = ctx_len;

@@ -32,12 +32,13 @@ struct Session {
   KvType kv_type = KvType::F16;  // --kv-type
   uint64_t reserve_bytes = 0;    // the draft heads' estimated device bytes (load() sets it)
   std::string device;       // --device
+  BatchTiles batch_tiles = BatchTiles::Even;  // --batch-tiles even|pow2 (ContextOptions::batch_tiles)
 
-  // Reads -m, --heads, --ctx, --kv-type, --depth, --topk, --budget, --device, --strategy and the sampling
+  // Reads -m, --heads, --ctx, --kv-type, --batch-tiles, --depth, --topk, --budget, --device, --strategy and the sampling
   // options --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed from args.
   // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
   void load(Args& args, const std::vector<uint32_t>& budgets);
-  // The verifier alone, in two steps: open() reads -m, --ctx, --kv-type, --device and the GGUF (a broken
+  // The verifier alone, in two steps: open() reads -m, --ctx, --kv-type, --device, --batch-tiles and the GGUF (a broken
   // file is refused before a device exists); load_verifier() makes the device, the model with
   // `max_rows` rows per pass, and the tokenizer when the file has one.
   void open(Args& args);

@@ -1,5 +1,6 @@
 // Weight upload (GGUF layout → kernel layout, split into descriptor-sized chunks), matmul, embed.
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <cstdio>
@@ -290,9 +291,12 @@ int matmul_variant(const Context& ctx, const KernelConfig& cfg) {
 // allows, split evenly — B = 9 with tiles of up to 4 runs as 3 tiles of 3, not 3 of 4 whose last
 // computes 3 clamped copies of row 8. The shader's per-row arithmetic is the same for every tile
 // size, so any B stays batch-invariant.
-uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
+// With BatchTiles::PowersOfTwo the even tile is rounded up to a power of two (the caps below are
+// powers of two, so it stays within them).
+uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile, BatchTiles policy) {
   const uint32_t tiles = (std::max(B, 1u) + max_tile - 1) / max_tile;
-  return (std::max(B, 1u) + tiles - 1) / tiles;
+  const uint32_t even = (std::max(B, 1u) + tiles - 1) / tiles;
+  return policy == BatchTiles::PowersOfTwo ? std::min(std::bit_ceil(even), max_tile) : even;
 }
 // f16 / f32 / q8_0 keep 8 weight rows per lane and up to 8 rows of x: since their loop over K is
 // flat (matmul_lanes.comp), 8 batch rows measured faster than 4 on lavapipe (4096² f16 at B = 16:
@@ -312,9 +316,9 @@ uint32_t lanes_batch_tile(uint32_t B, uint32_t max_tile) {
 // prefill_passes), never one per step or per prompt length.
 // The block types decode a whole block per row into registers and stay at 4.
 constexpr uint32_t kLanesBatchTile = 8, kLanesBatchTileWide = 16, kBlockBatchTile = 4;
-uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type) {
+uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type, BatchTiles policy) {
   if (B > 0 && B % kLanesBatchTileWide == 0) return kLanesBatchTileWide;
-  return lanes_batch_tile(B, type == WeightType::Q8_0 ? kLanesBatchTile : kLanesBatchTileWide);
+  return lanes_batch_tile(B, type == WeightType::Q8_0 ? kLanesBatchTile : kLanesBatchTileWide, policy);
 }
 }  // namespace
 
@@ -365,7 +369,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x (and the norm's weight) always through texel views: uniform fetches every lane shares.
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
-                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0), fold_norm, fold_glu, 0, 1,
+                         cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0, ctx.batch_tiles()), fold_norm, fold_glu, 0, 1,
                          fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
@@ -387,7 +391,8 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
       MatmulLanesSpec cs = spec;
       const uint32_t block = weight_type_block(c.type);
       if (!cfg.batch_tile)  // per chunk: a file's tensors may mix types
-        cs.bt = block > 1 && c.type != WeightType::Q8_0 ? lanes_batch_tile(B, kBlockBatchTile) : lanes_flat_batch_tile(B, c.type);
+        cs.bt = block > 1 && c.type != WeightType::Q8_0 ? lanes_batch_tile(B, kBlockBatchTile, ctx.batch_tiles())
+                                                          : lanes_flat_batch_tile(B, c.type, ctx.batch_tiles());
       // 256-value file blocks keep each row's whole block (q3_K, q6_K, iq4_xs) or a 32-byte
       // chunk of it (q4_K, q5_K) in registers, unrolled over its sub-blocks: more rows per lane
       // spill and multiply the shader's size, and with it the driver's compile time.
