@@ -130,6 +130,20 @@ def check_schema(j):
     for m in j["models"]:
         for t in m["tests"]:
             check("tokens_per_s" in t and t["tokens_per_s"]["mean"] > 0, f"{t['test']} measured")
+    # The models run interleaved, and each test past the first model's carries its ratio to the
+    # first model's figure of the same repetition.
+    first = {t["test"]: t["tokens_per_s"]["values"] for t in j["models"][0]["tests"]}
+    check(all("relative" not in t for t in j["models"][0]["tests"]), "the first model has no ratio to itself")
+    for m in j["models"][1:]:
+        for t in m["tests"]:
+            rel = t.get("relative")
+            check(rel is not None and rel["to"] == j["models"][0]["model"], f"{m['model']} {t['test']}: relative to the first model")
+            if rel:
+                want = [a / b for a, b in zip(t["tokens_per_s"]["values"], first[t["test"]])]
+                got = rel["ratio"]["values"]
+                check(len(got) == len(want) == j["settings"]["reps"] and
+                      all(abs(g - w) <= 1e-9 * max(1.0, abs(w)) for g, w in zip(got, want)),
+                      f"{m['model']} {t['test']}: ratio per repetition {got} vs {want}")
     strategies = [r["strategy"] for r in j["speculative"]["results"]]
     check(sorted(set(strategies)) == sorted(["ar", "single1", "single2", "route", "merge", "merge-trie"]),
           f"every strategy ({strategies})")
@@ -202,6 +216,13 @@ def check_markdown(md, j):
         check(cells[1] == f"{m['size_bytes'] / 1048576:.2f} MiB" and cells[2] == f"{m['params'] / 1e6:.2f} M",
               f"size and params {cells[1:3]}")
         same(cells[5], t["tokens_per_s"], 2, f"{t['test']} t/s")
+    for m in j["models"][1:]:
+        for t in m["tests"]:
+            what = f"{m['model']} {t['test']}"
+            cell = re.search(re.escape(what) + r" ([0-9.]+ ± [0-9.]+(?: †[0-9]+)?)", md)
+            check(cell is not None, f"md gives {what}'s ratio to the first model")
+            if cell:
+                same(cell.group(1), t["relative"]["ratio"], 2, f"{what} ratio")
     (h, rows) = tables[1]
     check(h == ["strategy", "budget", "top-k", "τ", "t/s", "speedup", "nodes/step", "dispatches/step", "waits/step"],
           f"speculative columns {h}")
@@ -233,7 +254,7 @@ def check_markdown(md, j):
         same(c, r["us_per_forward"], 1, f"forward N={r['rows']} µs")
     for c, r in zip(rows[1][1:], vc):
         same(c, r["cost_ratio"], 2, f"c({r['rows']})")
-    marks = len(re.findall(r" †\d+ \|", md))
+    marks = len(re.findall(r" †\d+(?: \||,|$)", md, re.M))  # table cells and the ratio line
     notes = len(re.findall(r"^- †\d+ ", md, re.M))
     check(marks == notes, f"every footnote mark has its note ({marks} marks, {notes} notes)")
 

@@ -51,6 +51,8 @@ def rows_of(data):
     for m in data["models"]:
         for t in m["tests"]:
             out.append((f"{m['model']} {m['type']} {t['test']} t/s", t.get("tokens_per_s")))
+            if "relative" in t:  # files from 2026-12-03 on: the ratio to the first model, side by side
+                out.append((f"{m['model']} {m['type']} {t['test']} / {t['relative']['to']}", t["relative"].get("ratio")))
     for r in data["speculative"]["results"]:
         name = r["strategy"] if r["strategy"] == "ar" else config_of(data, r)
         for key, unit in (("tau", "τ"), ("tokens_per_s", "t/s"), ("speedup", "speedup")):

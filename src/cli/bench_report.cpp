@@ -129,6 +129,7 @@ nlohmann::json units_json() {
           {"cost_ratio", "c(N) = time(forward N rows) / time(forward 1 row), dimensionless"},
           {"tau", "tokens committed per verifier pass"},
           {"speedup", "tokens/s over ar's in the same repetition, dimensionless"},
+          {"ratio", "a model's tokens/s over the first model's in the same repetition and test, dimensionless"},
           {"nodes_per_step", "verified tree nodes per step, root included"},
           {"dispatches_per_step", "compute dispatches per step"},
           {"host_waits_per_step", "host waits per step"},
@@ -264,6 +265,17 @@ std::string suite_markdown(const nlohmann::json& j) {
         md << notes.cell(t.at("tokens_per_s"), 2, name + " " + t.at("test").get<std::string>()) << " |\n";
     }
   }
+  // Each model against the first, repetition by repetition (files before 2026-12-03 have none).
+  std::string relative;
+  for (const auto& m : j.at("models"))
+    for (const auto& t : m.at("tests"))
+      if (t.contains("relative")) {
+        const std::string what = m.at("model").get<std::string>() + " " + t.at("test").get<std::string>();
+        relative += (relative.empty() ? "" : ", ") + what + " " + notes.cell(t.at("relative").at("ratio"), 2, what + " ratio");
+      }
+  if (!relative.empty())
+    md << "\n**Relative to " << j.at("models").at(0).at("model").get<std::string>()
+       << "** (ratio of t/s in the same repetition, the models interleaved): " << relative << "\n";
 
   const auto& sp = j.at("speculative");
   md << "\n**Speculative decoding** (" << sp.at("model").get<std::string>() << ", heads "

@@ -126,56 +126,96 @@ std::string utc_now() {
   return b;
 }
 
-// pp and tg on one model, interleaved over the repetitions.
-nlohmann::json bench_model(Context& ctx, const GgufFile& file, const std::string& name, const std::string& type,
-                           const SuiteConfig& c, const Progress& progress) {
-  ModelOptions mo;
-  mo.max_rows = c.pp;  // the prompt in one pass (llama-bench's ubatch 512)
-  LlamaModel model(ctx, file, mo);
-  EngineOptions eo;
-  eo.strategy = Strategy::AR;
-  Engine engine(ctx, model, nullptr, nullptr, eo);
-  std::mt19937 rng(42);
-  std::vector<uint32_t> prompt(c.pp);
-  for (auto& t : prompt) t = rng() % uint32_t(model.config().V);
-  nlohmann::json m = {{"model", name},
-                      {"type", type},
-                      {"size_bytes", model_bytes(file)},
-                      {"params", model_params(file)},
-                      {"tests", nlohmann::json::array()}};
-  const std::string pp_name = "pp" + std::to_string(c.pp), tg_name = "tg" + std::to_string(c.tg);
-  std::string pp_err, tg_err;
-  try {
-    engine.check_fits(prompt, 1);
-  } catch (const Error& e) {
-    pp_err = e.what();
-  }
-  try {
-    engine.check_fits({1}, c.tg);
-  } catch (const Error& e) {
-    tg_err = e.what();
-  }
-  std::vector<double> pp, tg;
-  double pp_min = 1e30, tg_min = 1e30;
-  for (int r = -1; r < c.reps; ++r) {  // r = -1: warm-up (pipelines, caches, first-touch memory)
-    const std::string rep = r < 0 ? "warm-up" : "rep " + std::to_string(r + 1) + "/" + std::to_string(c.reps);
-    if (pp_err.empty()) {
-      progress(name + " " + pp_name + " " + rep);
-      const GenerateStats st = engine.generate(prompt, 1);
-      if (r >= 0) pp.push_back(c.pp / st.prefill_seconds), pp_min = std::min(pp_min, st.prefill_seconds);
+// A model the suite measures: a file (-m) or a built-in random shape.
+struct ModelUnderTest {
+  std::string name, type;
+  std::unique_ptr<GgufFile> file;
+};
+
+// pp and tg on every model, the models interleaved within each repetition (in alternating order,
+// as bench_speculative's configurations), so that a drift of the machine's speed over the run —
+// minutes here — hits every model alike. Each test past the first model's also gets its ratio to
+// the first model's figure of the same repetition (`relative`): quantized vs f16 as one number
+// measured side by side, not two means taken minutes apart.
+nlohmann::json bench_models(Context& ctx, const std::vector<ModelUnderTest>& files, const SuiteConfig& c,
+                            const Progress& progress) {
+  struct Run {
+    const ModelUnderTest* file;
+    std::unique_ptr<LlamaModel> model;
+    std::unique_ptr<Engine> engine;
+    std::vector<uint32_t> prompt;
+    std::string err[2];          // pp, tg: why the test cannot run here (empty: it runs)
+    std::vector<double> tps[2];  // tokens/s per repetition
+    double min_s[2] = {1e30, 1e30};
+  };
+  const std::string names[2] = {"pp" + std::to_string(c.pp), "tg" + std::to_string(c.tg)};
+  std::vector<Run> runs(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    Run& r = runs[i];
+    r.file = &files[i];
+    ModelOptions mo;
+    mo.max_rows = c.pp;  // the prompt in one pass (llama-bench's ubatch 512)
+    r.model = std::make_unique<LlamaModel>(ctx, *files[i].file, mo);
+    EngineOptions eo;
+    eo.strategy = Strategy::AR;
+    r.engine = std::make_unique<Engine>(ctx, *r.model, nullptr, nullptr, eo);
+    std::mt19937 rng(42);
+    r.prompt.resize(c.pp);
+    for (auto& t : r.prompt) t = rng() % uint32_t(r.model->config().V);
+    for (int k = 0; k < 2; ++k) {
+      try {
+        if (k == 0)
+          r.engine->check_fits(r.prompt, 1);
+        else
+          r.engine->check_fits({1}, c.tg);
+      } catch (const Error& e) {
+        r.err[k] = e.what();
+      }
     }
-    if (tg_err.empty()) {
-      progress(name + " " + tg_name + " " + rep);
-      const GenerateStats st = engine.generate({1}, r < 0 ? 8 : c.tg);
-      if (r >= 0) tg.push_back(st.tokens_per_s), tg_min = std::min(tg_min, st.seconds);
+  }
+  for (int rep = -1; rep < c.reps; ++rep) {  // -1: warm-up (pipelines, caches, first-touch memory)
+    const std::string label = rep < 0 ? "warm-up" : "rep " + std::to_string(rep + 1) + "/" + std::to_string(c.reps);
+    std::vector<size_t> order(runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (rep % 2) std::reverse(order.begin(), order.end());
+    for (size_t i : order) {
+      Run& r = runs[i];
+      for (int k = 0; k < 2; ++k) {
+        if (!r.err[k].empty()) continue;
+        progress(r.file->name + " " + names[k] + " " + label);
+        const GenerateStats st = k == 0 ? r.engine->generate(r.prompt, 1) : r.engine->generate({1}, rep < 0 ? 8 : c.tg);
+        if (rep < 0) continue;
+        const double s = k == 0 ? st.prefill_seconds : st.seconds;
+        r.tps[k].push_back(k == 0 ? c.pp / s : st.tokens_per_s);
+        r.min_s[k] = std::min(r.min_s[k], s);
+      }
     }
   }
   const double tick = double(clock_type::period::num) / clock_type::period::den;
-  m["tests"].push_back(pp_err.empty() ? nlohmann::json{{"test", pp_name}, {"tokens_per_s", stat_json(pp, pp_min, tick)}}
-                                      : nlohmann::json{{"test", pp_name}, {"error", pp_err}});
-  m["tests"].push_back(tg_err.empty() ? nlohmann::json{{"test", tg_name}, {"tokens_per_s", stat_json(tg, tg_min, tick)}}
-                                      : nlohmann::json{{"test", tg_name}, {"error", tg_err}});
-  return m;
+  nlohmann::json out = nlohmann::json::array();
+  for (const Run& r : runs) {
+    nlohmann::json m = {{"model", r.file->name},
+                        {"type", r.file->type},
+                        {"size_bytes", model_bytes(*r.file->file)},
+                        {"params", model_params(*r.file->file)},
+                        {"tests", nlohmann::json::array()}};
+    for (int k = 0; k < 2; ++k) {
+      if (!r.err[k].empty()) {
+        m["tests"].push_back({{"test", names[k]}, {"error", r.err[k]}});
+        continue;
+      }
+      nlohmann::json t = {{"test", names[k]}, {"tokens_per_s", stat_json(r.tps[k], r.min_s[k], tick)}};
+      const Run& first = runs[0];
+      if (&r != &first && first.err[k].empty()) {
+        std::vector<double> ratio;
+        for (size_t i = 0; i < r.tps[k].size(); ++i) ratio.push_back(r.tps[k][i] / first.tps[k][i]);
+        t["relative"] = {{"to", first.file->name}, {"ratio", stat_json(ratio)}};
+      }
+      m["tests"].push_back(std::move(t));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 std::string find_demo_dir(const std::string& given) {
@@ -384,7 +424,7 @@ int run_suite(Args& args) {
                           {"matmul_reps", c.matmul.reps},
                           {"max_relative_sd", kMaxRelativeSd},
                           {"min_timer_ticks", kMinTicks},
-                          {"order", "interleaved: every configuration once per repetition, alternating order"}}}};
+                          {"order", "interleaved: every model and every configuration once per repetition, alternating order"}}}};
 
   nlohmann::json phases;
   auto lap = [&, t = clock_type::now()](const char* name) mutable {
@@ -398,31 +438,23 @@ int run_suite(Args& args) {
   out["matmul"] = {{"rows", c.matmul.N}, {"cols", c.matmul.K}, {"rotate_mib", c.matmul.rotate_mib}, {"results", mm}};
 
   lap("matmul_s");
-  nlohmann::json models = nlohmann::json::array();
   nlohmann::json cost;
+  std::vector<ModelUnderTest> files;
   if (!model_path.empty()) {
-    GgufFile f = GgufFile::open(model_path);
-    models.push_back(bench_model(ctx, f, model_path, "file", c, progress));
+    files.push_back({model_path, "file", std::make_unique<GgufFile>(GgufFile::open(model_path))});
   } else {
     for (const std::string& s : c.shapes) {
       const ModelShape& shape = find_model_shape(s);
       progress("generating the random model " + s);
-      GgufFile f = random_model(shape);
-      models.push_back(bench_model(ctx, f, s, weight_type_name(WeightType(uint32_t(shape.wtype))), c, progress));
-      if (cost.is_null()) {  // c(N) on the first shape
-        ModelOptions mo;
-        mo.max_rows = *std::max_element(c.cost_rows.begin(), c.cost_rows.end());
-        LlamaModel m(ctx, f, mo);
-        cost = {{"model", s}, {"kv_length", kCostAt}, {"results", verify_cost(ctx, m, c.cost_rows, c.reps, c.cost_per_submit, progress)}};
-      }
+      files.push_back({s, weight_type_name(WeightType(uint32_t(shape.wtype))), std::make_unique<GgufFile>(random_model(shape))});
     }
   }
-  if (cost.is_null()) {  // -m given: c(N) on it
-    GgufFile f = GgufFile::open(model_path);
+  const nlohmann::json models = bench_models(ctx, files, c, progress);
+  {  // c(N) on the first model
     ModelOptions mo;
     mo.max_rows = *std::max_element(c.cost_rows.begin(), c.cost_rows.end());
-    LlamaModel m(ctx, f, mo);
-    cost = {{"model", model_path}, {"kv_length", kCostAt}, {"results", verify_cost(ctx, m, c.cost_rows, c.reps, c.cost_per_submit, progress)}};
+    LlamaModel m(ctx, *files[0].file, mo);
+    cost = {{"model", files[0].name}, {"kv_length", kCostAt}, {"results", verify_cost(ctx, m, c.cost_rows, c.reps, c.cost_per_submit, progress)}};
   }
   out["models"] = models;
   out["verify_cost"] = cost;
