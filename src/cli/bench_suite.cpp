@@ -126,6 +126,18 @@ std::string utc_now() {
   return b;
 }
 
+// Indices first .. last-1, reversed in odd repetitions (the warm-up, -1, included), so that no
+// entry always runs first or right after another; "warm-up" or "rep r/N" names the repetition.
+std::vector<size_t> rep_order(size_t first, size_t last, int rep) {
+  std::vector<size_t> order;
+  for (size_t i = first; i < last; ++i) order.push_back(i);
+  if (rep % 2 != 0) std::reverse(order.begin(), order.end());
+  return order;
+}
+std::string rep_label(int rep, int reps) {
+  return rep < 0 ? "warm-up" : "rep " + std::to_string(rep + 1) + "/" + std::to_string(reps);
+}
+
 // A model the suite measures: a file (-m) or a built-in random shape.
 struct ModelUnderTest {
   std::string name, type;
@@ -162,23 +174,20 @@ nlohmann::json bench_models(Context& ctx, const std::vector<ModelUnderTest>& fil
     std::mt19937 rng(42);
     r.prompt.resize(c.pp);
     for (auto& t : r.prompt) t = rng() % uint32_t(r.model->config().V);
-    for (int k = 0; k < 2; ++k) {
-      try {
-        if (k == 0)
-          r.engine->check_fits(r.prompt, 1);
-        else
-          r.engine->check_fits({1}, c.tg);
-      } catch (const Error& e) {
-        r.err[k] = e.what();
-      }
+    try {
+      r.engine->check_fits(r.prompt, 1);
+    } catch (const Error& e) {
+      r.err[0] = e.what();
+    }
+    try {
+      r.engine->check_fits({1}, c.tg);
+    } catch (const Error& e) {
+      r.err[1] = e.what();
     }
   }
   for (int rep = -1; rep < c.reps; ++rep) {  // -1: warm-up (pipelines, caches, first-touch memory)
-    const std::string label = rep < 0 ? "warm-up" : "rep " + std::to_string(rep + 1) + "/" + std::to_string(c.reps);
-    std::vector<size_t> order(runs.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (rep % 2) std::reverse(order.begin(), order.end());
-    for (size_t i : order) {
+    const std::string label = rep_label(rep, c.reps);
+    for (size_t i : rep_order(0, runs.size(), rep)) {
       Run& r = runs[i];
       for (int k = 0; k < 2; ++k) {
         if (!r.err[k].empty()) continue;
@@ -290,16 +299,12 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
   if (!cfgs[0].engine) throw Error("ar cannot run on the demo: " + cfgs[0].error);
   for (int r = -1; r < c.reps; ++r) {
     double ar_tps = 0;
-    // Alternate the order so that no configuration always runs first or right after another.
-    std::vector<size_t> order(cfgs.size() - 1);
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i + 1;
-    if (r % 2) std::reverse(order.begin(), order.end());
+    std::vector<size_t> order = rep_order(1, cfgs.size(), r);
     order.insert(order.begin(), 0);  // ar first: each speedup is against this repetition's ar
     for (size_t i : order) {
       Config& k = cfgs[i];
       if (!k.engine) continue;
-      progress(std::string(r < 0 ? "warm-up" : "rep " + std::to_string(r + 1) + "/" + std::to_string(c.reps)) +
-               " " + strategy_name(k.s) +
+      progress(rep_label(r, c.reps) + " " + strategy_name(k.s) +
                (k.s == Strategy::AR ? "" : " B=" + std::to_string(k.budget) + " k=" + std::to_string(k.topk)));
       uint64_t toks = 0, steps = 0;
       double secs = 0, waits = 0;
