@@ -207,6 +207,11 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
                  {"llama.attn_logit_softcapping", "softcapping is not implemented"});
   expect_refused(with("qwen3", [](GgufWriter& w) { w.add_f32("qwen3.final_logit_softcapping", 30.0f); }),
                  {"qwen3.final_logit_softcapping", "softcapping"});
+  // Recurrent-layer keys (Mamba's ssm.*, RWKV's wkv.*) in a file that names a known architecture.
+  expect_refused(with("llama", [](GgufWriter& w) { w.add_u32("llama.ssm.state_size", 16); }),
+                 {"llama.ssm.state_size", "recurrent layers are not implemented"});
+  expect_refused(with("qwen2", [](GgufWriter& w) { w.add_u32("qwen2.wkv.head_size", 64); }),
+                 {"qwen2.wkv.head_size", "recurrent layers"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_u32("llama.expert_count", 8); }),
                  {"llama.expert_count", "mixture-of-experts"});
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.attention.layer_norm_epsilon", 1e-5f); }),
