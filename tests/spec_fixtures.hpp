@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -91,8 +92,6 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
     w.add_tensor_f32("output.weight", {uC, uV}, out, GgmlType::F32);
   }
   w.write(path);
-  // The oracle head needs the final norm weights and embedding: stash them beside the file.
-  std::ofstream(path + ".norm", std::ios::binary).write(reinterpret_cast<const char*>(norm.data()), C * 4);
   return cfg;
 }
 
@@ -111,8 +110,12 @@ inline void write_head(const std::string& dir, const LlamaConfig& vcfg, const st
   const float a = 1.0f / std::sqrt(float(C));
   std::vector<float> fc = uniform(C * 2 * C, rng, mode == 0 ? a : noise);
   if (mode != 0) {
+    // The oracle head needs the verifier's final norm weights (f32 in the file written above).
+    const GgufFile v = GgufFile::open(verifier_path);
+    const GgufTensor& t = v.require_tensor("output_norm.weight");
+    if (t.type != GgmlType::F32 || t.n_bytes != C * 4) throw std::runtime_error("output_norm.weight is not f32 (C,)");
     std::vector<float> norm(C);
-    std::ifstream(verifier_path + ".norm", std::ios::binary).read(reinterpret_cast<char*>(norm.data()), C * 4);
+    std::memcpy(norm.data(), t.data, C * 4);
     for (uint64_t i = 0; i < C; ++i) fc[i * 2 * C + i] += norm[i];  // h = embed(tok) ⊙ w (+ noise)
   }
   if (nan) std::fill(fc.begin(), fc.end(), std::numeric_limits<float>::quiet_NaN());
