@@ -40,6 +40,12 @@ layout(constant_id = 8) const bool TAIL = true;
 // loop inside a false `if` still runs one pass under an empty mask, here 8 blocks of every short
 // row (32000x512 at batch 1, single-threaded: q5_0 5.17 → 3.96 ms, q4_0 4.31 → 3.40 ms).
 layout(constant_id = 9) const bool GROUPS = true;
+// GLU: 0, or the weight's rows are stored in pair blocks of GLU_PAIRS (ops/matmul.cpp:
+// upload_glu_weight): GLU_PAIRS gate rows, then their up rows (the last block shorter), so that one
+// row tile of the texel layout holds a workgroup's gate rows and their up rows, fetched as one
+// stream. Gate rows then up rows split each tile between two workgroups, each reading every other
+// half of it (single-threaded lavapipe, the 512-wide model's f16 2816x512 gate|up: ~520 → ~300 µs).
+layout(constant_id = 10) const uint GLU_PAIRS = 0;
 #include "act.glsl"
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
@@ -78,7 +84,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #ifdef ROPE_KV
-layout(constant_id = 10) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(constant_id = 11) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -449,8 +455,15 @@ void main() {
     rows[k + P] = rows[k] + (pc.mode == 0 ? 1 : half_rot);
   }
 #else
-  [[unroll]] for (uint r = 0; r < R; ++r)  // clamped, not skipped: uniform control flow
-    rows[r] = r < HALF ? min(row0 + r * WG, n_out - 1) : n_out + min(row0 + (r - HALF) * WG, n_out - 1);
+  [[unroll]] for (uint r = 0; r < R; ++r) {  // clamped, not skipped: uniform control flow
+    const uint g = min(row0 + (r < HALF ? r : r - HALF) * WG, n_out - 1);  // the output row
+    if (!GLU || GLU_PAIRS == 0) {
+      rows[r] = r < HALF ? g : n_out + g;
+    } else {  // gate row g and its up row in g's pair block
+      const uint blk = g / GLU_PAIRS;
+      rows[r] = 2 * GLU_PAIRS * blk + g % GLU_PAIRS + (r < HALF ? 0 : min(GLU_PAIRS, n_out - GLU_PAIRS * blk));
+    }
+  }
 #endif
   float ss[BT];
   [[unroll]] for (uint b = 0; b < BT; ++b) ss[b] = 0.0;

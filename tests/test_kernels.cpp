@@ -170,6 +170,62 @@ TEST_CASE_FIXTURE(VkTest, "matmul with the RMSNorm and GLU folded in equals rmsn
       }
 }
 
+TEST_CASE_FIXTURE(VkTest, "a gate|up weight in pair blocks (upload_glu_weight) gives the bits of gate rows then up rows") {
+  // The forward's gate|up weights are stored so that each texel-path row tile holds gate rows and
+  // their up rows (DeviceWeight::glu_pairs); each output is the same lane's same arithmetic, so the
+  // folded act(gate) · up must equal that of the weight in plain order bit for bit. F off the pair
+  // blocks (a short last block), every tile layout: f16 / q8_0 (64-row tiles), q4_K (16-row texel
+  // tiles), q5_0 and q6_K short rows (16-row block tiles), q6_K long rows (row-major, no pairs).
+  const float eps = 1e-5f;
+  struct Case {
+    WeightType t;
+    uint32_t K;
+    uint32_t pairs;  // expected glu_pairs where the kernel folds the GLU on the texel path
+  };
+  for (const Case& c : {Case{WeightType::F16, 83, 32}, Case{WeightType::Q8_0, 96, 32}, Case{WeightType::Q4_K, 512, 8},
+                        Case{WeightType::Q5_0, 512, 8}, Case{WeightType::Q6_K, 256, 8}, Case{WeightType::Q6_K, 1280, 0}})
+    for (uint32_t F : {37u, 64u, 3u}) {
+      CAPTURE(weight_type_name(c.t));
+      CAPTURE(c.K);
+      CAPTURE(F);
+      const uint32_t K = c.K, xs = round4(K) + 4, Bmax = 9;
+      auto raw = make_weight(c.t, 2 * F, K, F * 7 + K);
+      const DeviceWeight plain = upload_weight(ctx, c.t, 2 * F, K, raw.data());
+      const DeviceWeight paired = upload_glu_weight(ctx, c.t, F, K, raw.data());
+      const bool folds = matmul_folds_glu(ctx) && plain.texel;
+      CHECK(paired.glu_pairs == (folds ? c.pairs : 0u));
+      CHECK(plain.glu_pairs == 0u);
+      auto x = random_floats(size_t(Bmax) * xs, F + 1), g = random_floats(K, 4);
+      Buffer xb(ctx, x.size() * 4), gb(ctx, K * 4), scratch(ctx, size_t(Bmax) * (xs + 2 * F + 4) * 4);
+      xb.upload(x);
+      gb.upload(g);
+      for (uint32_t B : {1u, 5u, Bmax}) {
+        std::vector<float> got[2];
+        for (int i = 0; i < 2; ++i) {
+          Buffer yb(ctx, size_t(B) * F * 4);
+          Sequence seq(ctx);
+          seq.begin();
+          MatmulArgs a;
+          a.norm = &gb, a.norm_eps = eps, a.norm_scratch = Mat{&scratch, 0, xs};
+          a.glu = true, a.glu_act = GluAct::Silu, a.glu_scratch = Mat{&scratch, Bmax * xs, round4(2 * F)};
+          matmul(seq, i ? paired : plain, Mat{&xb, 0, xs}, Mat{&yb, 0, F}, B, a);
+          seq.run();
+          got[i] = yb.read<float>(size_t(B) * F);
+        }
+        CAPTURE(B);
+        CHECK(std::all_of(got[1].begin(), got[1].end(), [](float v) { return std::isfinite(v); }));
+        CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0);
+      }
+      if (paired.glu_pairs) {  // rows out of order are for the folded GLU only: a plain matmul is refused
+        Buffer yb(ctx, size_t(2) * F * 4);
+        Sequence seq(ctx);
+        seq.begin();
+        CHECK_THROWS_WITH_AS(matmul(seq, paired, Mat{&xb, 0, xs}, Mat{&yb, 0, 2 * F}, 1),
+                             doctest::Contains("pair blocks"), Error);
+      }
+    }
+}
+
 TEST_CASE("batch tiles of powers of two: passes of 1..17 rows take 5 lanes pipelines, not 16, and the same bits") {
   // ContextOptions::batch_tiles on a context of its own, so the count is of its pipelines alone.
   auto run = [](BatchTiles policy, size_t& pipelines) {

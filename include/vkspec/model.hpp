@@ -57,7 +57,7 @@ class LlamaWeights {
     Buffer qk_norm;     // (H + Hkv, D): q_norm per query head, then k_norm per kv head (Qwen3)
     DeviceWeight wqkv;  // (H*D + 2*Hkv*D, C): q, k, v rows stacked — one matmul
     DeviceWeight wo;    // (C, H*D)
-    DeviceWeight wgu;   // (2F, C): gate rows then up rows
+    DeviceWeight wgu;   // (2F, C): gate rows then up rows (upload_glu_weight's pair blocks where folded)
     DeviceWeight wdown; // (C, F)
   };
   const LlamaConfig& config() const { return cfg_; }
@@ -214,7 +214,10 @@ class LlamaModel {
 
 // Uploads a GGUF weight (or several with the same row length, stacked along rows) in the
 // kernels' layout, each part in its own type (bf16 becomes f16).
-DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path);
+// glu: the parts are a gated MLP's gate and up rows, stored for the folded act(gate) · up
+// (upload_glu_weight) where they are of one type.
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path,
+                                bool glu = false);
 // "f32" / "f16" → KvType; anything else is refused naming `option`.
 KvType parse_kv_type(const std::string& s, const std::string& option = "--kv-type");
 const char* kv_type_name(KvType t);

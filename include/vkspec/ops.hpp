@@ -85,6 +85,9 @@ struct DeviceWeight {
     uint32_t row_begin = 0, rows = 0;
   };
   std::vector<Chunk> chunks;
+  // 0: rows in order. Else a gate|up weight of upload_glu_weight: pair blocks of this many gate
+  // rows followed by their up rows, read only by the folded act(gate) · up matmul.
+  uint32_t glu_pairs = 0;
   uint64_t bytes() const;  // device bytes, all chunks
 };
 
@@ -94,6 +97,12 @@ enum class WeightPath { Auto, Texel, Storage };
 // block type (q8_0: 34 bytes, f16 scale + 32 int8). K must be a multiple of a block type's block.
 DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src,
                            WeightPath path = WeightPath::Auto);
+// A gated MLP's gate|up weight: `src` holds F gate rows then F up rows (as upload_weight's).
+// Where the device's kernel folds act(gate) · up into the matmul (matmul_folds_glu), the rows are
+// stored in pair blocks that keep each gate row's up row in the same row tile (glu_pairs); such a
+// weight is only for matmul with MatmulArgs::glu. Elsewhere the same as upload_weight(2F rows).
+DeviceWeight upload_glu_weight(Context& ctx, WeightType type, uint32_t F, uint32_t K, const void* src,
+                               WeightPath path = WeightPath::Auto);
 // Rows of `parts` stacked in order as one weight (same K and path; types may differ).
 DeviceWeight stack_weights(std::vector<DeviceWeight> parts);
 
@@ -128,6 +137,8 @@ struct MatmulArgs {
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args = {});
 // Whether matmul() folds MatmulArgs::norm into the matmul on this device (no separate rmsnorm).
 bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg = {});
+// Whether it folds act(gate) · up (MatmulArgs::glu) into the matmul of a one-chunk weight.
+bool matmul_folds_glu(const Context& ctx, const KernelConfig& cfg = {});
 
 // out(T, C) = table[tokens[tok_offset + t]]
 void embed(Sequence& seq, const DeviceWeight& table, const Buffer& tokens, Dyn tok_offset, Mat out, uint32_t T,

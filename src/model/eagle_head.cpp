@@ -37,8 +37,9 @@ const SafeTensor& finite(const SafeTensor& t, const std::string& name, const std
   return t;
 }
 
-// f32 values (any safetensors dtype) → device weight in f16 (f32 stays f32).
-DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& parts) {
+// f32 values (any safetensors dtype) → device weight in f16 (f32 stays f32). glu: `parts` are
+// the gate rows and the up rows of a gated MLP, for the matmul that folds act(gate) · up in.
+DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& parts, bool glu = false) {
   const uint64_t K = parts[0]->shape.back();
   bool all_f32 = true;
   uint64_t N = 0;
@@ -60,7 +61,9 @@ DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& par
       }
     }
   }
-  return upload_weight(ctx, all_f32 ? WeightType::F32 : WeightType::F16, uint32_t(N), uint32_t(K), raw.data());
+  const WeightType t = all_f32 ? WeightType::F32 : WeightType::F16;
+  return glu ? upload_glu_weight(ctx, t, uint32_t(N / 2), uint32_t(K), raw.data())
+             : upload_weight(ctx, t, uint32_t(N), uint32_t(K), raw.data());
 }
 
 // The JSON value under `key` as the runtime reads it; every failure names the file and the key.
@@ -416,7 +419,9 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
     down_bias_ = biases({{"mlp.down_proj.bias", C}});
   }
   if (!cfg_.rope_divisors.empty()) rope_divisors_ = upload_f32(ctx, cfg_.rope_divisors);
-  wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})});
+  // With MLP biases the layer adds them between the matmul and glu_mul (decoder_layer.cpp): rows in order.
+  wgu_ = upload_rows(ctx, {&f.get(L + "mlp.gate_proj.weight", {F, C}), &f.get(L + "mlp.up_proj.weight", {F, C})},
+                     !cfg_.mlp_bias);
   wdown_ = upload_rows(ctx, {&f.get(L + "mlp.down_proj.weight", {C, F})});
   post_norm_ = upload_f32(ctx, f.get(L + "post_attention_layernorm.weight", {C}).to_f32());
   refuse_unread(tensors, read, cfg_.eagle3, path_);

@@ -52,8 +52,9 @@ void require_finite(const GgufTensor& t, const std::string& file) {
 // Every weight type the kernels read stays in its file type on the device; bf16 is converted to
 // f16 once here. A stack of tensors of different types (q|k|v of a Q4_K_M file, where v may be
 // q6_K) becomes one weight with a run of chunks per type, so the forward still records one
-// matmul for it (one dispatch per run).
-DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path) {
+// matmul for it (one dispatch per run). glu: the gate rows and up rows of a gated MLP, for the
+// matmul that folds act(gate) · up in (upload_glu_weight; one type only, as that fold needs).
+DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor*>& parts, WeightPath path, bool glu) {
   const uint64_t K = parts[0]->dims[0];
   std::vector<DeviceWeight> runs;
   std::vector<uint8_t> raw;
@@ -74,6 +75,7 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
       }
     }
     const WeightType wt = t == GgmlType::BF16 ? WeightType::F16 : WeightType(uint32_t(t));
+    if (glu && i == 0 && j == parts.size()) return upload_glu_weight(ctx, wt, uint32_t(rows / 2), uint32_t(K), raw.data(), path);
     runs.push_back(upload_weight(ctx, wt, uint32_t(rows), uint32_t(K), raw.data(), path));
     i = j;
   }
@@ -289,8 +291,8 @@ LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& 
     }
     L.wo = upload_gguf_weight(ctx, {&T("attn_output.weight")}, path);
     // Phi-3's ffn_up already is gate rows then up rows, the layout of wgu.
-    L.wgu = cfg_.fused_gate_up ? upload_gguf_weight(ctx, {&T("ffn_up.weight")}, path)
-                               : upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path);
+    L.wgu = cfg_.fused_gate_up ? upload_gguf_weight(ctx, {&T("ffn_up.weight")}, path, true)
+                               : upload_gguf_weight(ctx, {&T("ffn_gate.weight"), &T("ffn_up.weight")}, path, true);
     L.wdown = upload_gguf_weight(ctx, {&T("ffn_down.weight")}, path);
     bytes_ += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
     progress.add(L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes());

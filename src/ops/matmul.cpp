@@ -137,8 +137,9 @@ struct MatmulLanesSpec {
   uint32_t act;        // GluAct, with glu (0 otherwise, so one pipeline serves every plain matmul)
   uint32_t tail;       // K % 32 != 0 (bool as 32-bit)
   uint32_t groups;     // q4_0, q5_0, q5_1 rows long enough to be read in groups of 8 blocks
+  uint32_t glu_pairs;  // with glu: DeviceWeight::glu_pairs
 };
-static_assert(sizeof(MatmulLanesSpec) == 40);
+static_assert(sizeof(MatmulLanesSpec) == 44);
 
 struct MatmulLanesPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -149,9 +150,9 @@ static_assert(sizeof(MatmulLanesPush) == 44);
 // matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
-  uint32_t kv_f16;  // 10: KV_F16
+  uint32_t kv_f16;  // 11: KV_F16
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 44);
+static_assert(sizeof(MatmulLanesRopeSpec) == 48);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
   uint32_t n_rot, mode;
@@ -186,6 +187,27 @@ uint64_t DeviceWeight::bytes() const {
   return n;
 }
 
+namespace {
+// Bytes of one row as upload_weight's `src` holds it (GGUF layout).
+uint64_t src_row_bytes_of(WeightType type, uint32_t K) {
+  const uint32_t block = weight_type_block(type);
+  if (block > 1 && type != WeightType::Q8_0) return row_bytes_of(type, K);
+  return type == WeightType::Q8_0 ? uint64_t(K) / 32 * kQ8_0Bytes : uint64_t(K) * (type == WeightType::F32 ? 4 : 2);
+}
+
+// The rows one tile of the texel-path layout holds (weights.glsl, quants.glsl); 1: row-major.
+uint32_t texel_row_tile(WeightType type, uint64_t row_bytes) {
+  const uint32_t block = weight_type_block(type);
+  if (block == 1 || type == WeightType::Q8_0) return kTexelRowTile;
+  if (type == WeightType::Q4_K || type == WeightType::Q5_K) return kRawTexelTile;
+  return row_bytes <= kRawTileMaxRowBytes ? kRawRowTile : 1;
+}
+
+bool uses_texel_path(const Context& ctx, WeightPath path) {
+  return path == WeightPath::Texel || (path == WeightPath::Auto && ctx.caps().quirks.weights_via_texel_buffer);
+}
+}  // namespace
+
 DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src, WeightPath path) {
   const uint32_t block = weight_type_block(type);
   if (K % block != 0)
@@ -196,9 +218,9 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
   W.N = N;
   W.K = K;
   W.blocks_per_row = (K + 31) / 32;
-  W.texel = path == WeightPath::Texel || (path == WeightPath::Auto && ctx.caps().quirks.weights_via_texel_buffer);
+  W.texel = uses_texel_path(ctx, path);
   const uint64_t row_bytes = row_bytes_of(type, K);
-  const uint64_t src_row_bytes = raw ? row_bytes : type == WeightType::Q8_0 ? K / 32 * kQ8_0Bytes : uint64_t(K) * (type == WeightType::F32 ? 4 : 2);
+  const uint64_t src_row_bytes = src_row_bytes_of(type, K);
   // One descriptor covers at most this many bytes; the test hook (storage_range) caps both paths.
   uint64_t limit = W.texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
   limit = std::min(limit, ctx.storage_range());
@@ -219,10 +241,11 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
       // q5_K rows texel by texel (raw_texel).
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
       const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
-      if (W.texel && (type == WeightType::Q4_K || type == WeightType::Q5_K))  // whole-texel blocks
-        interleave_rows(staging.data(), rows, row_bytes / 16, 16, kRawTexelTile);
-      else if (W.texel && row_bytes <= kRawTileMaxRowBytes)
-        interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, kRawRowTile);
+      const uint32_t tile = W.texel ? texel_row_tile(type, row_bytes) : 1;
+      if (tile > 1 && (type == WeightType::Q4_K || type == WeightType::Q5_K))  // whole-texel blocks
+        interleave_rows(staging.data(), rows, row_bytes / 16, 16, tile);
+      else if (tile > 1)
+        interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, tile);
       if (type == WeightType::Q6_K) group_q6_k(staging.data(), rows * row_bytes / block_bytes);
     } else {
       // Row-major rows of whole blocks first (zero past K), then on the texel path the tiles
@@ -261,6 +284,29 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
   return W;
 }
 
+DeviceWeight upload_glu_weight(Context& ctx, WeightType type, uint32_t F, uint32_t K, const void* src, WeightPath path) {
+  // Pair blocks of half a texel-path tile, where the lanes kernel folds act(gate) · up
+  // (matmul_lanes.comp: GLU_PAIRS); a row-major layout has no tiles to keep together.
+  const uint32_t tile = uses_texel_path(ctx, path) && matmul_folds_glu(ctx) ? texel_row_tile(type, row_bytes_of(type, K)) : 1;
+  if (tile < 2 || F == 0) return upload_weight(ctx, type, 2 * F, K, src, path);
+  const uint32_t P = tile / 2;
+  const uint64_t rb = src_row_bytes_of(type, K);
+  const auto* s8 = static_cast<const uint8_t*>(src);
+  std::vector<uint8_t> paired(2 * uint64_t(F) * rb);
+  for (uint32_t g = 0; g < F; ++g) {
+    const uint32_t blk = g / P, h = std::min(P, F - blk * P);
+    const uint64_t gate = 2 * uint64_t(P) * blk + g % P;
+    std::memcpy(paired.data() + gate * rb, s8 + uint64_t(g) * rb, rb);
+    std::memcpy(paired.data() + (gate + h) * rb, s8 + (uint64_t(F) + g) * rb, rb);
+  }
+  DeviceWeight W = upload_weight(ctx, type, 2 * F, K, paired.data(), path);
+  // Split by the descriptor range, the weight could not be folded (the kernel needs one chunk):
+  // then gate rows and up rows in order, for a plain matmul and glu_mul.
+  if (W.chunks.size() != 1) return upload_weight(ctx, type, 2 * F, K, src, path);
+  W.glu_pairs = P;
+  return W;
+}
+
 DeviceWeight stack_weights(std::vector<DeviceWeight> parts) {
   assert(!parts.empty());
   DeviceWeight W;
@@ -268,7 +314,7 @@ DeviceWeight stack_weights(std::vector<DeviceWeight> parts) {
   W.blocks_per_row = parts[0].blocks_per_row;
   W.texel = parts[0].texel;
   for (DeviceWeight& p : parts) {
-    assert(p.K == W.K && p.texel == W.texel);
+    assert(p.K == W.K && p.texel == W.texel && p.glu_pairs == 0);
     for (DeviceWeight::Chunk& c : p.chunks) {
       c.row_begin += W.N;
       W.chunks.push_back(std::move(c));
@@ -323,6 +369,7 @@ uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type, BatchTiles policy) {
 }  // namespace
 
 bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg) { return matmul_variant(ctx, cfg) == 3; }
+bool matmul_folds_glu(const Context& ctx, const KernelConfig& cfg) { return matmul_variant(ctx, cfg) == 3; }
 
 void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, const MatmulArgs& args) {
   Context& ctx = seq.context();
@@ -357,6 +404,9 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
       return rope_kv_write(seq, y, f.pos, B, f.H, f.D, f.n_rot, f.rope, f.k_col, f.v_col, f.kv, f.cache, f.slot);
     }
   }
+  if (W.glu_pairs && !fold_glu)
+    throw Error("matmul: a gate|up weight stored in pair blocks (upload_glu_weight) needs the folded act(gate) · up of "
+                "the lanes kernel, not " + std::string(args.glu ? "variant " + std::to_string(v) : "a plain matmul"));
   if (args.glu && !fold_glu) {
     MatmulArgs rest = args;
     rest.glu = false;
@@ -370,7 +420,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
                          cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0, ctx.batch_tiles()), fold_norm, fold_glu, 0, 1,
-                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0};
+                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0, fold_glu ? W.glu_pairs : 0u};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
