@@ -287,6 +287,28 @@ TEST_CASE("matmul splits weights larger than the descriptor range") {
       std::vector<float> ref;
       for (auto id : toks) ref.insert(ref.end(), &w[size_t(id) * K], &w[size_t(id) * K] + K);
       check_close(ob.read<float>(ref.size()), ref, 0, 0, std::string("embed split ") + weight_type_name(t));
+      // A gate|up weight that splits stays in row order (no pair blocks): the GLU then runs as a
+      // plain matmul and glu_mul, against the CPU reference.
+      const uint32_t F = N / 2;
+      const DeviceWeight G = upload_glu_weight(ctx, t, F, K, raw.data(), path);
+      CHECK(G.chunks.size() > 1);
+      CHECK(G.glu_pairs == 0u);
+      auto x = random_floats(size_t(B) * K, 9);
+      Buffer xb(ctx, x.size() * 4), yb(ctx, size_t(B) * F * 4), gs(ctx, size_t(B) * N * 4);
+      xb.upload(x);
+      Sequence gseq(ctx);
+      gseq.begin();
+      MatmulArgs a;
+      a.glu = true, a.glu_act = GluAct::Silu, a.glu_scratch = Mat{&gs, 0, N};
+      matmul(gseq, G, Mat{&xb, 0, K}, Mat{&yb, 0, F}, B, a);
+      gseq.run();
+      const auto y = matmul_ref(w, x, B, N, K, K);
+      std::vector<float> gref(size_t(B) * F);
+      for (uint32_t b = 0; b < B; ++b)
+        for (uint32_t j = 0; j < F; ++j)
+          gref[size_t(b) * F + j] = float(glu_act_ref(GluAct::Silu, y[size_t(b) * N + j]) * y[size_t(b) * N + F + j]);
+      check_close(yb.read<float>(gref.size()), gref, 2e-4f * std::sqrt(float(K)), 2e-4f,
+                  std::string("glu split ") + weight_type_name(t));
     }
   CHECK(ctx.take_validation_messages().empty());
 }

@@ -206,6 +206,17 @@ uint32_t texel_row_tile(WeightType type, uint64_t row_bytes) {
 bool uses_texel_path(const Context& ctx, WeightPath path) {
   return path == WeightPath::Texel || (path == WeightPath::Auto && ctx.caps().quirks.weights_via_texel_buffer);
 }
+
+// Rows of a weight one chunk (one descriptor) holds; the test hook (storage_range) caps both paths.
+uint64_t chunk_rows(const Context& ctx, bool texel, WeightType type, uint32_t K) {
+  const bool raw = weight_type_block(type) > 1 && type != WeightType::Q8_0;
+  const uint64_t row_bytes = row_bytes_of(type, K), slack = raw ? kRawSlack : 0;
+  uint64_t limit = texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
+  limit = std::min(limit, ctx.storage_range());
+  if (row_bytes + slack > limit)
+    throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
+  return std::max<uint64_t>(1, (limit - slack) / row_bytes);
+}
 }  // namespace
 
 DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K, const void* src, WeightPath path) {
@@ -221,13 +232,8 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
   W.texel = uses_texel_path(ctx, path);
   const uint64_t row_bytes = row_bytes_of(type, K);
   const uint64_t src_row_bytes = src_row_bytes_of(type, K);
-  // One descriptor covers at most this many bytes; the test hook (storage_range) caps both paths.
-  uint64_t limit = W.texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
-  limit = std::min(limit, ctx.storage_range());
   const uint64_t slack = raw ? kRawSlack : 0;
-  if (row_bytes + slack > limit)
-    throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
-  const uint64_t rows_per_chunk = std::max<uint64_t>(1, (limit - slack) / row_bytes);
+  const uint64_t rows_per_chunk = chunk_rows(ctx, W.texel, type, K);
 
   const auto* s8 = static_cast<const uint8_t*>(src);
   std::vector<uint8_t> staging;
@@ -286,9 +292,13 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
 
 DeviceWeight upload_glu_weight(Context& ctx, WeightType type, uint32_t F, uint32_t K, const void* src, WeightPath path) {
   // Pair blocks of half a texel-path tile, where the lanes kernel folds act(gate) · up
-  // (matmul_lanes.comp: GLU_PAIRS); a row-major layout has no tiles to keep together.
-  const uint32_t tile = uses_texel_path(ctx, path) && matmul_folds_glu(ctx) ? texel_row_tile(type, row_bytes_of(type, K)) : 1;
-  if (tile < 2 || F == 0) return upload_weight(ctx, type, 2 * F, K, src, path);
+  // (matmul_lanes.comp: GLU_PAIRS); a row-major layout has no tiles to keep together, and a
+  // weight split by the descriptor range is not folded (the kernel needs one chunk): gate rows and
+  // up rows in order there, for a plain matmul and glu_mul.
+  const bool texel = uses_texel_path(ctx, path);
+  const uint32_t tile = texel && matmul_folds_glu(ctx) ? texel_row_tile(type, row_bytes_of(type, K)) : 1;
+  if (tile < 2 || F == 0 || 2 * uint64_t(F) > chunk_rows(ctx, texel, type, K))
+    return upload_weight(ctx, type, 2 * F, K, src, path);
   const uint32_t P = tile / 2;
   const uint64_t rb = src_row_bytes_of(type, K);
   const auto* s8 = static_cast<const uint8_t*>(src);
@@ -300,9 +310,6 @@ DeviceWeight upload_glu_weight(Context& ctx, WeightType type, uint32_t F, uint32
     std::memcpy(paired.data() + (gate + h) * rb, s8 + (uint64_t(F) + g) * rb, rb);
   }
   DeviceWeight W = upload_weight(ctx, type, 2 * F, K, paired.data(), path);
-  // Split by the descriptor range, the weight could not be folded (the kernel needs one chunk):
-  // then gate rows and up rows in order, for a plain matmul and glu_mul.
-  if (W.chunks.size() != 1) return upload_weight(ctx, type, 2 * F, K, src, path);
   W.glu_pairs = P;
   return W;
 }
