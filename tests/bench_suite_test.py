@@ -130,6 +130,14 @@ def check_schema(j):
     for m in j["models"]:
         for t in m["tests"]:
             check("tokens_per_s" in t and t["tokens_per_s"]["mean"] > 0, f"{t['test']} measured")
+        # Weights stay at their file types on the device: within 10% of the file's tensor bytes,
+        # and weights + KV within 10% of file + KV (the Q4_K_M mix included, nothing expanded).
+        dm = m.get("device_memory", {})
+        w, kv = dm.get("weight_bytes", 0), dm.get("kv_bytes", 0)
+        check(w > 0 and kv > 0 and dm.get("scratch_bytes", 0) > 0 and dm.get("kv_context", 0) > 0,
+              f"{m['model']}: device memory reported ({dm})")
+        check(0.9 * m["size_bytes"] <= w <= 1.1 * m["size_bytes"] and w + kv <= 1.1 * (m["size_bytes"] + kv),
+              f"{m['model']}: device weights {w} B against {m['size_bytes']} B in the file, KV {kv} B")
     # The models run interleaved, and each test past the first model's carries its ratio to the
     # first model's figure of the same repetition.
     first = {t["test"]: t["tokens_per_s"]["values"] for t in j["models"][0]["tests"]}
@@ -223,6 +231,10 @@ def check_markdown(md, j):
             check(cell is not None, f"md gives {what}'s ratio to the first model")
             if cell:
                 same(cell.group(1), t["relative"]["ratio"], 2, f"{what} ratio")
+    for m in j["models"]:
+        dm = m.get("device_memory", {})
+        want = f"{m['model']} weights {dm.get('weight_bytes', 0) / 1048576:.2f} MiB ("
+        check("**Device memory:**" in md and want in md, f"md gives {m['model']}'s device memory ({want})")
     (h, rows) = tables[1]
     check(h == ["strategy", "budget", "top-k", "τ", "t/s", "speedup", "nodes/step", "dispatches/step", "waits/step"],
           f"speculative columns {h}")

@@ -134,6 +134,10 @@ nlohmann::json units_json() {
           {"dispatches_per_step", "compute dispatches per step"},
           {"host_waits_per_step", "host waits per step"},
           {"size_bytes", "bytes"},
+          {"weight_bytes", "bytes on the device"},
+          {"kv_bytes", "bytes on the device (the KV cache at kv_context tokens)"},
+          {"scratch_bytes", "bytes on the device"},
+          {"kv_context", "tokens"},
           {"params", "parameters"},
           {"wall_s", "seconds"},
           {"matmul_s", "seconds"},
@@ -276,6 +280,21 @@ std::string suite_markdown(const nlohmann::json& j) {
   if (!relative.empty())
     md << "\n**Relative to " << j.at("models").at(0).at("model").get<std::string>()
        << "** (ratio of t/s in the same repetition, the models interleaved): " << relative << "\n";
+
+  // Device bytes against the file's (files before 2026-12-04 have none).
+  std::string memory;
+  for (const auto& m : j.at("models")) {
+    if (!m.contains("device_memory")) continue;
+    const auto& d = m.at("device_memory");
+    const double file = m.at("size_bytes").get<double>(), w = d.at("weight_bytes").get<double>(),
+                 kv = d.at("kv_bytes").get<double>();
+    memory += std::string(memory.empty() ? "" : "; ") + m.at("model").get<std::string>() + " weights " +
+              fixed(w / 1048576.0, 2) + " MiB (" + fixed(w / file, 3) + " × file), KV " + fixed(kv / 1048576.0, 2) +
+              " MiB at " + std::to_string(count_of(d.at("kv_context"))) + " tokens, scratch " +
+              fixed(d.at("scratch_bytes").get<double>() / 1048576.0, 2) + " MiB, (weights + KV) / (file + KV) " +
+              fixed((w + kv) / (file + kv), 3);
+  }
+  if (!memory.empty()) md << "\n**Device memory:** " << memory << "\n";
 
   const auto& sp = j.at("speculative");
   md << "\n**Speculative decoding** (" << sp.at("model").get<std::string>() << ", heads "

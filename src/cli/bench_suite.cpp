@@ -208,6 +208,13 @@ nlohmann::json bench_models(Context& ctx, const std::vector<ModelUnderTest>& fil
                         {"size_bytes", model_bytes(*r.file->file)},
                         {"params", model_params(*r.file->file)},
                         {"tests", nlohmann::json::array()}};
+    // What the model holds on the device (the same counts as `generate --json`'s memory), so a
+    // quantized file's device size can be read against its file size: weights at their file
+    // types, the KV cache at the suite's context, the forward's scratch at pp rows.
+    m["device_memory"] = {{"weight_bytes", r.model->weight_bytes()},
+                          {"kv_bytes", r.model->kv_bytes()},
+                          {"scratch_bytes", r.model->scratch_bytes()},
+                          {"kv_context", r.model->capacity()}};
     for (int k = 0; k < 2; ++k) {
       if (!r.err[k].empty()) {
         m["tests"].push_back({{"test", names[k]}, {"error", r.err[k]}});
