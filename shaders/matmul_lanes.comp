@@ -46,6 +46,10 @@ layout(constant_id = 9) const bool GROUPS = true;
 // stream. Gate rows then up rows split each tile between two workgroups, each reading every other
 // half of it (single-threaded lavapipe, the 512-wide model's f16 2816x512 gate|up: ~520 → ~300 µs).
 layout(constant_id = 10) const uint GLU_PAIRS = 0;
+// Row groups: a workgroup walks RG consecutive groups of WG·R rows, one after the other, so that
+// a short row's work is not one task of the driver's pool for every 16 rows (ops/matmul.cpp:
+// lanes_row_groups). Each row's sum is the same whatever RG.
+layout(constant_id = 11) const uint RG = 1;
 #include "act.glsl"
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
@@ -84,7 +88,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #ifdef ROPE_KV
-layout(constant_id = 11) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(constant_id = 12) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -433,7 +437,8 @@ void chunk_dot(uint rows[R], uint nsb, uint sb, uint c, uvec4 h[R], uvec4 qh[R][
 }
 #endif
 
-void main() {
+// The rows (RoPE pairs) of row group `wgx`: what a workgroup of the grid did before row groups.
+void row_group(uint wgx) {
   const uint b0 = gl_WorkGroupID.y * BT;
   const uint kb = (pc.K + 31) / 32, full = pc.K / 32;
   // Output rows: R of them, or with GLU R/2 gate rows and the up rows F further on.
@@ -441,14 +446,14 @@ void main() {
   // A workgroup owns HALF · WG consecutive rows, lane-major: lane l's r-th row is r · WG + l, so
   // the lanes' fetches of one piece of their r-th rows are neighbours in the interleaved layout.
   const uint WG = gl_WorkGroupSize.x;
-  const uint row0 = gl_WorkGroupID.x * WG * HALF + gl_LocalInvocationID.x;
+  const uint row0 = wgx * WG * HALF + gl_LocalInvocationID.x;
   uint rows[R];
 #ifdef ROPE_KV
   // RoPE pairs instead, lane-major the same way: the lane's k-th pair is g = k · WG + l of the
   // workgroup's WG · R/2; its rows are rows[k] and rows[k + R/2] (mode 0: 2i, 2i + 1 of a head;
   // mode 1: i, i + D/2).
   const uint P = R / 2, half_rot = pc.n_rot / 2, npairs = pc.N / 2;
-  const uint g0 = gl_WorkGroupID.x * WG * P + gl_LocalInvocationID.x;
+  const uint g0 = wgx * WG * P + gl_LocalInvocationID.x;
   [[unroll]] for (uint k = 0; k < P; ++k) {
     const uint g = min(g0 + k * WG, npairs - 1), i = g % half_rot;
     rows[k] = (g / half_rot) * pc.n_rot + (pc.mode == 0 ? 2 * i : i);
@@ -666,4 +671,8 @@ void main() {
         yout[yi] = pc.accumulate != 0 ? yout[yi] + o : o;
       }
     }
+}
+
+void main() {
+  for (uint g = 0; g < RG; ++g) row_group(gl_WorkGroupID.x * RG + g);
 }

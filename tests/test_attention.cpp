@@ -371,6 +371,7 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
                             .kv = kv, .cache = KvLayer{&cb, &cb, k_base, v_base, kt}, .slot = slot};
         MatmulArgs mb = ma;
         mb.rope_kv = &rk;
+        mb.cfg.row_groups = 1 + seed % 3;  // lanes walking 1-3 groups of pairs: the same bits
         matmul(seq, W, Mat{&xb, 0, K}, Mat{&yb, y_off, ys}, c.B, mb);
         const uint32_t folded = seq.dispatch_count() - before;
         seq.run();

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cassert>
 #include <cstring>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
@@ -138,8 +139,9 @@ struct MatmulLanesSpec {
   uint32_t tail;       // K % 32 != 0 (bool as 32-bit)
   uint32_t groups;     // q4_0, q5_0, q5_1 rows long enough to be read in groups of 8 blocks
   uint32_t glu_pairs;  // with glu: DeviceWeight::glu_pairs
+  uint32_t rg;         // row groups an invocation walks (lanes_row_groups)
 };
-static_assert(sizeof(MatmulLanesSpec) == 44);
+static_assert(sizeof(MatmulLanesSpec) == 48);
 
 struct MatmulLanesPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -150,9 +152,9 @@ static_assert(sizeof(MatmulLanesPush) == 44);
 // matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
-  uint32_t kv_f16;  // 11: KV_F16
+  uint32_t kv_f16;  // 12: KV_F16
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 48);
+static_assert(sizeof(MatmulLanesRopeSpec) == 52);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
   uint32_t n_rot, mode;
@@ -373,6 +375,21 @@ uint32_t lanes_flat_batch_tile(uint32_t B, WeightType type, BatchTiles policy) {
   if (B > 0 && B % kLanesBatchTileWide == 0) return kLanesBatchTileWide;
   return lanes_batch_tile(B, type == WeightType::Q8_0 ? kLanesBatchTile : kLanesBatchTileWide, policy);
 }
+
+// Row groups per invocation of matmul_lanes for the 256-value block types, whose lanes keep 2-4
+// rows: a workgroup per 16-32 rows is a task of lavapipe's pool each, and at K = 512 one costs
+// about as much to start as to run (single-threaded, 32000x512 at batch 1: q6_K 6.3 -> 3.9 ms,
+// q4_K 4.0 -> 2.5 ms with 16 groups; 4000x4096 5-12% too). Walking up to 16 groups an invocation
+// keeps at least 8 workgroups per host thread (a CPU device runs on this host's cores, one pool
+// thread each) so that the pool still balances. f16 / f32 / q8_0 (8 rows a lane) and the 32-value
+// block types measured no gain (the 512-wide model at batch 1: f16 4% slower), and keep 1. The
+// grid changes, not a row's arithmetic: results stay bit for bit whatever the groups.
+uint32_t lanes_row_groups(uint64_t workgroups) {
+  static const uint64_t min_workgroups = 8 * std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t g = 16; g > 1; g /= 2)
+    if (workgroups / g >= min_workgroups) return g;
+  return 1;
+}
 }  // namespace
 
 bool matmul_folds_norm(const Context& ctx, const KernelConfig& cfg) { return matmul_variant(ctx, cfg) == 3; }
@@ -427,7 +444,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
                          cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0, ctx.batch_tiles()), fold_norm, fold_glu, 0, 1,
-                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0, fold_glu ? W.glu_pairs : 0u};
+                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0, fold_glu ? W.glu_pairs : 0u, 1};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
@@ -468,7 +485,13 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
       cs.groups = block == 32 && c.type != WeightType::Q8_0 && W.blocks_per_row % 8 == 0 &&
                   uint64_t(W.blocks_per_row) * block_format(uint32_t(c.type))->bytes > kRawTileMaxRowBytes;
       if (fold_glu || rk) cs.r = std::max(2u, cs.r & ~1u);  // gate rows and their up rows / RoPE pairs
-      const uint32_t lanes_rows = fold_glu ? cs.r / 2 : cs.r;
+      // Row groups: a workgroup's lanes each own the rows (rk: RoPE pairs) of cs.rg consecutive groups.
+      const uint32_t group_rows = cs.wg * (fold_glu || rk ? cs.r / 2 : cs.r);
+      cs.rg = cfg.row_groups ? cfg.row_groups
+                             : block == 256 ? lanes_row_groups(uint64_t(groups(rk || fold_glu ? c.rows / 2 : c.rows, group_rows)) *
+                                                               groups(B, cs.bt))
+                                            : 1;
+      const uint32_t lanes_rows = (fold_glu ? cs.r / 2 : cs.r) * cs.rg;
       MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
                            args.accumulate ? 1u : 0u, args.bias ? 1u : 0u, args.norm_eps};
       const uint32_t out_rows = fold_glu ? c.rows / 2 : c.rows;
@@ -506,7 +529,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
                    {in(c.data), in(c.scales), x.in(), y.out(), in(bias), in(norm), in(table),
                     in(rk->rope.factors ? *rk->rope.factors : table), out(*rk->cache.k), out(*rk->cache.v),
                     in(state ? *state : table)},
-                   rp, groups(c.rows / 2, cs.wg * (cs.r / 2)), groups(B, cs.bt), 1, "matmul");
+                   rp, groups(c.rows / 2, cs.wg * (cs.r / 2) * cs.rg), groups(B, cs.bt), 1, "matmul");
     }
     return;
   }
