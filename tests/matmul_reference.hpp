@@ -1,8 +1,8 @@
 // The matmul's CPU reference and one randomized GPU-vs-CPU case, shared by the kernel tests of
 // the float/q8_0 weights (test_kernels.cpp) and of the block types (test_quant_kernels.cpp).
 #pragma once
-#include <array>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -146,7 +146,7 @@ inline std::vector<KernelConfig> matmul_configs(const Context& ctx) {
             KernelConfig c;
             // Variant 3 alternates x through subgroup shuffles (auto) and per-lane fetches.
             if (variant == 3 && (rows + bt + wg) % 2) c.x_shuffle = 0;
-            // and walks 2 or 3 row groups an invocation (the last group's rows past N clamped),
+            // It also walks 2 or 3 row groups an invocation (the last group's rows past N clamped),
             // or as many as the device's pool wants (0).
             if (variant == 3) c.row_groups = std::array<uint32_t, 3>{0u, 2u, 3u}[(rows + bt + wg) % 3];
             c.matmul_rows = variant;

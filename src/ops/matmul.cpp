@@ -3,9 +3,9 @@
 #include <bit>
 #include <cassert>
 #include <cstring>
-#include <thread>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "ops/common.hpp"
 #include "vkspec/dtype.hpp"
