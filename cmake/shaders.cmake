@@ -4,6 +4,30 @@
 # A variant is: vkspec_shader(<name> <source.comp> [DEFINES A=1 B ...])
 # The name is what src/ops/<op>.cpp asks the shader registry for.
 
+# VKSPEC_SHADERS_FROM=<another configured build directory of this source tree>: take that build's
+# embedded SPIR-V (brought up to date by its own build system first) instead of compiling the
+# ~500 variants again. tools/dev.sh points the sanitizer and fuzzer builds at build/: the shaders
+# do not depend on the C++ compiler or its flags, and on a 2-vCPU machine compiling them took
+# ~370 s of CPU per build directory (2026-12-04).
+set(VKSPEC_SHADERS_FROM "" CACHE PATH "a configured build directory whose compiled shaders this build embeds")
+if(VKSPEC_SHADERS_FROM)
+  get_filename_component(_from "${VKSPEC_SHADERS_FROM}" ABSOLUTE)
+  if(NOT EXISTS "${_from}/build.ninja" AND NOT EXISTS "${_from}/Makefile")
+    message(FATAL_ERROR "VKSPEC_SHADERS_FROM=${VKSPEC_SHADERS_FROM} is not a configured build directory")
+  endif()
+  if(_from STREQUAL CMAKE_CURRENT_BINARY_DIR)
+    message(FATAL_ERROR "VKSPEC_SHADERS_FROM names this build directory itself")
+  endif()
+  set(VKSPEC_SHADER_CPP ${_from}/generated/embedded_shaders.cpp)
+  add_custom_target(vkspec_shaders
+    COMMAND ${CMAKE_COMMAND} --build ${_from} --target vkspec_shaders
+    BYPRODUCTS ${VKSPEC_SHADER_CPP}
+    COMMENT "shaders from ${_from}"
+    VERBATIM)
+  file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/generated)
+  return()
+endif()
+
 set(VKSPEC_SHADER_NAMES "")
 set(VKSPEC_SPV_FILES "")
 set(_spv_dir ${CMAKE_CURRENT_BINARY_DIR}/spv)

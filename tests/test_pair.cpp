@@ -135,11 +135,14 @@ TEST_CASE_FIXTURE(VkTest, "pair: two heads drafting in shared dispatches give th
     Engine paired(ctx, rig.model, &rig.head1, &rig.head2, o);
     o.pair_heads = false;
     Engine apart(ctx, rig.model, &rig.head1, &rig.head2, o);
-    for (size_t i = 0; i < 4; ++i) {
+    // Two prompts of 48 tokens: dozens of steps with multi-token commits per strategy. Four of
+    // 64 took 231 s of a cold suite (2-vCPU VM, 2026-12-04); soak and the demo lossless case
+    // run these strategies on this rig at length.
+    for (size_t i = 0; i < 2; ++i) {
       const std::string name = strategy_name(s);
       CAPTURE(name);
       CAPTURE(i);
-      const GenerateStats p = paired.generate(rig.prompts[i], 64), a = apart.generate(rig.prompts[i], 64);
+      const GenerateStats p = paired.generate(rig.prompts[i], 48), a = apart.generate(rig.prompts[i], 48);
       CHECK(p.tokens == a.tokens);
       CHECK(p.accept_hist == a.accept_hist);  // the same drafts: the same accepted lengths, step by step
       CHECK(p.head_wins == a.head_wins);

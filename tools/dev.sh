@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The two things a newcomer does on a fresh Debian 12 machine:
 #   bash tools/dev.sh demo   install what is needed, build, run generation with the bundled model
-#   bash tools/dev.sh test   install what is needed, build, run the whole test suite
+#   bash tools/dev.sh test   install what is needed, build, run the test suite
 # and for developers:
+#   bash tools/dev.sh test-full        the tests and the extended tier (the whole suite at subgroup size 4)
 #   bash tools/dev.sh test-asan        the file, option and tree tests + CLI scripts under ASan + UBSan
 #   bash tools/dev.sh fuzz [SECONDS]   build the libFuzzer harnesses, run each SECONDS (default 60)
 #   bash tools/dev.sh soak             10,000 tokens per strategy against ar, memory flat
@@ -28,8 +29,12 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
 }
 
-build() {
+configure() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+}
+
+build() {
+  configure
   cmake --build build -j "$(nproc)" >&2
 }
 
@@ -53,12 +58,16 @@ case "${1:-}" in
       --temp 0.7 --top-p 0.9 --seed 2 \
       -p "${VKSPEC_PROMPT:-The kernel provides a simple interface for}" -n "${VKSPEC_TOKENS:-170}" "$@"
     ;;
-  test)
+  test|test-full)
+    # test: every entry but the extended tier (the whole suite again at subgroup size 4,
+    # CMakeLists.txt); test-full: all of them.
+    tier=(-LE extended)
+    [ "$1" = test-full ] && tier=()
     packages+=("${test_packages[@]}")
     install_deps
     build
     cd build
-    exec ctest --output-on-failure -j 2
+    exec ctest --output-on-failure -j 2 "${tier[@]}"
     ;;
   fuzz)
     # The libFuzzer harnesses (tests/fuzz/) under ASan + UBSan, each run for SECONDS (default 60)
@@ -67,8 +76,10 @@ case "${1:-}" in
     packages+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
     install_deps
     secs="${2:-60}"
+    # The shaders come from build/ (compiled there if they are not yet; cmake/shaders.cmake).
+    configure
     CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DVKSPEC_FUZZ=ON -DBUILD_TESTING=OFF >&2
+      -DVKSPEC_FUZZ=ON -DBUILD_TESTING=OFF -DVKSPEC_SHADERS_FROM="$PWD/build" >&2
     cmake --build build-fuzz -j "$(nproc)" --target fuzzers fuzz_seeds >&2
     failed=0
     for h in build-fuzz/fuzz_*; do
@@ -92,7 +103,9 @@ case "${1:-}" in
     # their allocations cannot be symbolized or suppressed; the soak test checks growth instead.
     packages+=("${test_packages[@]}")
     install_deps
-    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON >&2
+    configure
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON \
+      -DVKSPEC_SHADERS_FROM="$PWD/build" >&2
     # Only what the three entries below run: the suite binary and the CLI.
     cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli >&2
     cd build-asan
@@ -108,7 +121,7 @@ case "${1:-}" in
     exec build/vkspec_tests -tc='soak*' -s
     ;;
   *)
-    echo "usage: bash tools/dev.sh demo|test|test-asan|fuzz [SECONDS]|soak" >&2
+    echo "usage: bash tools/dev.sh demo|test|test-full|test-asan|fuzz [SECONDS]|soak" >&2
     exit 2
     ;;
 esac
