@@ -318,82 +318,82 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
   // took 224 s of a cold suite (48 pipelines, 2-vCPU VM, 2026-12-04).
   for (const Case& c : cases)
     for (int combo : {0, 1}) {
-        const bool odd = (&c - cases) % 2 == 1;
-        const KvType kt = (combo == 0) != odd ? KvType::F32 : KvType::F16;
-        const RopeMode mode = combo == 0 ? RopeMode::Pairs : RopeMode::Halves;
-        ++seed;
-        const uint32_t HD = c.H * c.D, kv = c.Hkv * c.D, N = HD + 2 * kv, ys = N + 3, y_off = 5;
-        const uint32_t K = weight_type_block(c.wt) == 256 ? 256 : weight_type_block(c.wt) == 32 ? 96 : 72, cap = 48, t0 = 9, pos_off = 1;
-        const std::string what = std::string(weight_type_name(c.wt)) + " B " + std::to_string(c.B) + " H " +
-                                 std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D " + std::to_string(c.D) +
-                                 (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves") +
-                                 (seed % 2 == 0 ? " scaled" : "") + (c.split_v ? " split v" : "");
-        DeviceWeight W;
-        if (c.split_v) {
-          const WeightType vt = weight_type_block(c.wt) == 256 ? WeightType::Q6_K : WeightType::Q4_0;
-          const auto qk = make_weight(c.wt, HD + kv, K, seed), v = make_weight(vt, kv, K, seed + 5);
-          std::vector<DeviceWeight> parts;
-          parts.push_back(upload_weight(ctx, c.wt, HD + kv, K, qk.data()));
-          parts.push_back(upload_weight(ctx, vt, kv, K, v.data()));
-          W = stack_weights(std::move(parts));
-        } else {
-          const auto raw = make_weight(c.wt, N, K, seed);
-          W = upload_weight(ctx, c.wt, N, K, raw.data());
-        }
-        const auto x = random_floats(size_t(c.B) * K, seed + 1, -2, 2);
-        const auto bias = random_floats(N, seed + 2), g = random_floats(K, seed + 3, 0.5f, 1.5f);
-        std::vector<int32_t> table(pos_off + c.B);
-        for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t((i * 29 + seed) % 500);
-        std::vector<uint32_t> st(kStateWords, 0);
-        st[kStateT] = t0;
-        const uint32_t vals = kt == KvType::F16 ? 2 : 1, words = cap * kv / vals;
-        const uint32_t k_base = 2 * vals, v_base = k_base + words * vals + 4 * vals;
-        const std::vector<uint32_t> junk(v_base / vals + words + 8, 0xdeadbeefu);
-        const std::vector<float> yjunk(y_off + size_t(c.B) * ys, -7.0f);
-        Buffer xb(ctx, x.size() * 4), bb(ctx, bias.size() * 4), gb(ctx, g.size() * 4), tb(ctx, table.size() * 4),
-            sb(ctx, st.size() * 4), ya(ctx, yjunk.size() * 4), yb(ctx, yjunk.size() * 4), ca(ctx, junk.size() * 4),
-            cb(ctx, junk.size() * 4), scratch(ctx, x.size() * 4);
-        xb.upload(x), bb.upload(bias), gb.upload(g), tb.upload(table), sb.upload(st), ca.upload(junk), cb.upload(junk);
-        ya.upload(yjunk), yb.upload(yjunk);
-        // Every other case with Llama 3 frequency factors and linear scaling: both kernels read them.
-        const auto fac = random_floats(c.D / 2, seed + 4, 0.25f, 4.0f);
-        Buffer fb(ctx, fac.size() * 4);
-        fb.upload(fac);
-        const bool scaled = seed % 2 == 0;
-        const RopeArgs ra{1000.0f + float(seed), mode, scaled ? 0.25f : 1.0f, scaled ? &fb : nullptr};
-        const RopePositions pos = c.table ? RopePositions{&tb, pos_off, Dyn(sb, kStateT), 1}
-                                          : RopePositions::run(Dyn(sb, kStateT, 1), 1);
-        const Dyn slot(sb, kStateT, 2);
-        MatmulArgs ma;
-        if (c.bias) ma.bias = &bb;
-        if (c.norm) ma.norm = &gb, ma.norm_eps = 1e-5f, ma.norm_scratch = Mat{&scratch, 0, K};
-        Sequence seq(ctx);
-        seq.begin();
-        matmul(seq, W, Mat{&xb, 0, K}, Mat{&ya, y_off, ys}, c.B, ma);
-        rope_kv_write(seq, Mat{&ya, y_off, ys}, pos, c.B, c.H, c.D, c.D, ra, HD, HD + kv, kv,
-                      KvLayer{&ca, &ca, k_base, v_base, kt}, slot);
-        const uint32_t before = seq.dispatch_count();
-        const RopeKvFold rk{.pos = pos, .H = c.H, .D = c.D, .n_rot = c.D, .rope = ra, .k_col = HD, .v_col = HD + kv,
-                            .kv = kv, .cache = KvLayer{&cb, &cb, k_base, v_base, kt}, .slot = slot};
-        MatmulArgs mb = ma;
-        mb.rope_kv = &rk;
-        mb.cfg.row_groups = 1 + seed % 3;  // lanes walking 1-3 groups of pairs: the same bits
-        matmul(seq, W, Mat{&xb, 0, K}, Mat{&yb, y_off, ys}, c.B, mb);
-        const uint32_t folded = seq.dispatch_count() - before;
-        seq.run();
-        if (lanes)
-          CHECK_MESSAGE(folded == W.chunks.size(), what << ": " << folded << " dispatches for " << W.chunks.size()
-                                                         << " chunks, not folded into the matmul");
-        const auto y1 = ya.read<float>(yjunk.size()), y2 = yb.read<float>(yjunk.size());
-        size_t bad_y = 0;
-        for (size_t i = 0; i < y1.size(); ++i) bad_y += std::memcmp(&y1[i], &y2[i], 4) != 0;
-        CHECK_MESSAGE(bad_y == 0, what << ": " << bad_y << " values of y differ");
-        const auto w1 = ca.read<uint32_t>(junk.size()), w2 = cb.read<uint32_t>(junk.size());
-        size_t bad_c = 0, written = 0;
-        for (size_t i = 0; i < junk.size(); ++i) bad_c += w1[i] != w2[i], written += w2[i] != junk[i];
-        CHECK_MESSAGE(bad_c == 0, what << ": " << bad_c << " cache words differ");
-        CHECK_MESSAGE(written >= size_t(c.B) * 2 * kv / vals - 2, what << ": only " << written << " cache words written");
+      const bool odd = (&c - cases) % 2 == 1;
+      const KvType kt = (combo == 0) != odd ? KvType::F32 : KvType::F16;
+      const RopeMode mode = combo == 0 ? RopeMode::Pairs : RopeMode::Halves;
+      ++seed;
+      const uint32_t HD = c.H * c.D, kv = c.Hkv * c.D, N = HD + 2 * kv, ys = N + 3, y_off = 5;
+      const uint32_t K = weight_type_block(c.wt) == 256 ? 256 : weight_type_block(c.wt) == 32 ? 96 : 72, cap = 48, t0 = 9, pos_off = 1;
+      const std::string what = std::string(weight_type_name(c.wt)) + " B " + std::to_string(c.B) + " H " +
+                               std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D " + std::to_string(c.D) +
+                               (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves") +
+                               (seed % 2 == 0 ? " scaled" : "") + (c.split_v ? " split v" : "");
+      DeviceWeight W;
+      if (c.split_v) {
+        const WeightType vt = weight_type_block(c.wt) == 256 ? WeightType::Q6_K : WeightType::Q4_0;
+        const auto qk = make_weight(c.wt, HD + kv, K, seed), v = make_weight(vt, kv, K, seed + 5);
+        std::vector<DeviceWeight> parts;
+        parts.push_back(upload_weight(ctx, c.wt, HD + kv, K, qk.data()));
+        parts.push_back(upload_weight(ctx, vt, kv, K, v.data()));
+        W = stack_weights(std::move(parts));
+      } else {
+        const auto raw = make_weight(c.wt, N, K, seed);
+        W = upload_weight(ctx, c.wt, N, K, raw.data());
       }
+      const auto x = random_floats(size_t(c.B) * K, seed + 1, -2, 2);
+      const auto bias = random_floats(N, seed + 2), g = random_floats(K, seed + 3, 0.5f, 1.5f);
+      std::vector<int32_t> table(pos_off + c.B);
+      for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t((i * 29 + seed) % 500);
+      std::vector<uint32_t> st(kStateWords, 0);
+      st[kStateT] = t0;
+      const uint32_t vals = kt == KvType::F16 ? 2 : 1, words = cap * kv / vals;
+      const uint32_t k_base = 2 * vals, v_base = k_base + words * vals + 4 * vals;
+      const std::vector<uint32_t> junk(v_base / vals + words + 8, 0xdeadbeefu);
+      const std::vector<float> yjunk(y_off + size_t(c.B) * ys, -7.0f);
+      Buffer xb(ctx, x.size() * 4), bb(ctx, bias.size() * 4), gb(ctx, g.size() * 4), tb(ctx, table.size() * 4),
+          sb(ctx, st.size() * 4), ya(ctx, yjunk.size() * 4), yb(ctx, yjunk.size() * 4), ca(ctx, junk.size() * 4),
+          cb(ctx, junk.size() * 4), scratch(ctx, x.size() * 4);
+      xb.upload(x), bb.upload(bias), gb.upload(g), tb.upload(table), sb.upload(st), ca.upload(junk), cb.upload(junk);
+      ya.upload(yjunk), yb.upload(yjunk);
+      // Every other case with Llama 3 frequency factors and linear scaling: both kernels read them.
+      const auto fac = random_floats(c.D / 2, seed + 4, 0.25f, 4.0f);
+      Buffer fb(ctx, fac.size() * 4);
+      fb.upload(fac);
+      const bool scaled = seed % 2 == 0;
+      const RopeArgs ra{1000.0f + float(seed), mode, scaled ? 0.25f : 1.0f, scaled ? &fb : nullptr};
+      const RopePositions pos = c.table ? RopePositions{&tb, pos_off, Dyn(sb, kStateT), 1}
+                                        : RopePositions::run(Dyn(sb, kStateT, 1), 1);
+      const Dyn slot(sb, kStateT, 2);
+      MatmulArgs ma;
+      if (c.bias) ma.bias = &bb;
+      if (c.norm) ma.norm = &gb, ma.norm_eps = 1e-5f, ma.norm_scratch = Mat{&scratch, 0, K};
+      Sequence seq(ctx);
+      seq.begin();
+      matmul(seq, W, Mat{&xb, 0, K}, Mat{&ya, y_off, ys}, c.B, ma);
+      rope_kv_write(seq, Mat{&ya, y_off, ys}, pos, c.B, c.H, c.D, c.D, ra, HD, HD + kv, kv,
+                    KvLayer{&ca, &ca, k_base, v_base, kt}, slot);
+      const uint32_t before = seq.dispatch_count();
+      const RopeKvFold rk{.pos = pos, .H = c.H, .D = c.D, .n_rot = c.D, .rope = ra, .k_col = HD, .v_col = HD + kv,
+                          .kv = kv, .cache = KvLayer{&cb, &cb, k_base, v_base, kt}, .slot = slot};
+      MatmulArgs mb = ma;
+      mb.rope_kv = &rk;
+      mb.cfg.row_groups = 1 + seed % 3;  // lanes walking 1-3 groups of pairs: the same bits
+      matmul(seq, W, Mat{&xb, 0, K}, Mat{&yb, y_off, ys}, c.B, mb);
+      const uint32_t folded = seq.dispatch_count() - before;
+      seq.run();
+      if (lanes)
+        CHECK_MESSAGE(folded == W.chunks.size(), what << ": " << folded << " dispatches for " << W.chunks.size()
+                                                       << " chunks, not folded into the matmul");
+      const auto y1 = ya.read<float>(yjunk.size()), y2 = yb.read<float>(yjunk.size());
+      size_t bad_y = 0;
+      for (size_t i = 0; i < y1.size(); ++i) bad_y += std::memcmp(&y1[i], &y2[i], 4) != 0;
+      CHECK_MESSAGE(bad_y == 0, what << ": " << bad_y << " values of y differ");
+      const auto w1 = ca.read<uint32_t>(junk.size()), w2 = cb.read<uint32_t>(junk.size());
+      size_t bad_c = 0, written = 0;
+      for (size_t i = 0; i < junk.size(); ++i) bad_c += w1[i] != w2[i], written += w2[i] != junk[i];
+      CHECK_MESSAGE(bad_c == 0, what << ": " << bad_c << " cache words differ");
+      CHECK_MESSAGE(written >= size_t(c.B) * 2 * kv / vals - 2, what << ": only " << written << " cache words written");
+    }
 }
 
 TEST_CASE_FIXTURE(VkTest, "attention over an f16 cache at a layer's offset equals the reference over f16-rounded K/V") {
