@@ -21,6 +21,19 @@ using namespace vkspec;
 using namespace vkspec::test;
 using namespace vkspec::test::attn;
 
+namespace {
+// Two K/V caches that started as the same junk words: every word equal, and at least min_written
+// of them no longer junk.
+void check_same_cache_words(const Buffer& a, const Buffer& b, const std::vector<uint32_t>& junk, size_t min_written,
+                            const std::string& what) {
+  const auto wa = a.read<uint32_t>(junk.size()), wb = b.read<uint32_t>(junk.size());
+  size_t bad = 0, written = 0;
+  for (size_t i = 0; i < junk.size(); ++i) bad += wa[i] != wb[i], written += wb[i] != junk[i];
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " cache words differ");
+  CHECK_MESSAGE(written >= min_written, what << ": only " << written << " cache words written");
+}
+}  // namespace
+
 TEST_CASE_FIXTURE(VkTest, "tree attention equals a reference, each path run causally, and one-token decoding") {
   struct Case {
     uint32_t N, t, H, Hkv, D, wg;
@@ -283,11 +296,7 @@ TEST_CASE_FIXTURE(VkTest, "rope_kv_write equals rope then kv_write bit for bit, 
           }
           CHECK_MESSAGE(bad_q == 0, what << ": " << bad_q << " q values differ from rope's");
           CHECK_MESSAGE(bad_rest == 0, what << ": " << bad_rest << " values outside q changed");
-          const auto wa = ca.read<uint32_t>(junk.size()), wb = cb.read<uint32_t>(junk.size());
-          size_t bad_c = 0, written = 0;
-          for (size_t i = 0; i < junk.size(); ++i) bad_c += wa[i] != wb[i], written += wb[i] != junk[i];
-          CHECK_MESSAGE(bad_c == 0, what << ": " << bad_c << " cache words differ from rope + kv_write");
-          CHECK_MESSAGE(written >= size_t(c.N) * 2 * kv / vals - 2, what << ": only " << written << " cache words written");
+          check_same_cache_words(ca, cb, junk, size_t(c.N) * 2 * kv / vals - 2, what + " (against rope + kv_write)");
         }
 }
 
@@ -388,11 +397,7 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
       size_t bad_y = 0;
       for (size_t i = 0; i < y1.size(); ++i) bad_y += std::memcmp(&y1[i], &y2[i], 4) != 0;
       CHECK_MESSAGE(bad_y == 0, what << ": " << bad_y << " values of y differ");
-      const auto w1 = ca.read<uint32_t>(junk.size()), w2 = cb.read<uint32_t>(junk.size());
-      size_t bad_c = 0, written = 0;
-      for (size_t i = 0; i < junk.size(); ++i) bad_c += w1[i] != w2[i], written += w2[i] != junk[i];
-      CHECK_MESSAGE(bad_c == 0, what << ": " << bad_c << " cache words differ");
-      CHECK_MESSAGE(written >= size_t(c.B) * 2 * kv / vals - 2, what << ": only " << written << " cache words written");
+      check_same_cache_words(ca, cb, junk, size_t(c.B) * 2 * kv / vals - 2, what);
     }
 }
 
