@@ -331,12 +331,13 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
       const KvType kt = (combo == 0) != odd ? KvType::F32 : KvType::F16;
       const RopeMode mode = combo == 0 ? RopeMode::Pairs : RopeMode::Halves;
       ++seed;
+      const bool scaled = seed % 2 == 0;  // every other case with Llama 3 frequency factors and linear scaling
       const uint32_t HD = c.H * c.D, kv = c.Hkv * c.D, N = HD + 2 * kv, ys = N + 3, y_off = 5;
       const uint32_t K = weight_type_block(c.wt) == 256 ? 256 : weight_type_block(c.wt) == 32 ? 96 : 72, cap = 48, t0 = 9, pos_off = 1;
       const std::string what = std::string(weight_type_name(c.wt)) + " B " + std::to_string(c.B) + " H " +
                                std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D " + std::to_string(c.D) +
                                (kt == KvType::F16 ? " f16" : " f32") + (mode == RopeMode::Pairs ? " pairs" : " halves") +
-                               (seed % 2 == 0 ? " scaled" : "") + (c.split_v ? " split v" : "");
+                               (scaled ? " scaled" : "") + (c.split_v ? " split v" : "");
       DeviceWeight W;
       if (c.split_v) {
         const WeightType vt = weight_type_block(c.wt) == 256 ? WeightType::Q6_K : WeightType::Q4_0;
@@ -364,11 +365,10 @@ TEST_CASE_FIXTURE(VkTest, "qkv matmul with RoPE and the K/V store folded in equa
           cb(ctx, junk.size() * 4), scratch(ctx, x.size() * 4);
       xb.upload(x), bb.upload(bias), gb.upload(g), tb.upload(table), sb.upload(st), ca.upload(junk), cb.upload(junk);
       ya.upload(yjunk), yb.upload(yjunk);
-      // Every other case with Llama 3 frequency factors and linear scaling: both kernels read them.
+      // The frequency factors (read by both kernels where scaled).
       const auto fac = random_floats(c.D / 2, seed + 4, 0.25f, 4.0f);
       Buffer fb(ctx, fac.size() * 4);
       fb.upload(fac);
-      const bool scaled = seed % 2 == 0;
       const RopeArgs ra{1000.0f + float(seed), mode, scaled ? 0.25f : 1.0f, scaled ? &fb : nullptr};
       const RopePositions pos = c.table ? RopePositions{&tb, pos_off, Dyn(sb, kStateT), 1}
                                         : RopePositions::run(Dyn(sb, kStateT, 1), 1);
