@@ -50,6 +50,13 @@ layout(constant_id = 10) const uint GLU_PAIRS = 0;
 // a short row's work is not one task of the driver's pool for every 16 rows (ops/matmul.cpp:
 // lanes_row_groups). Each row's sum is the same whatever RG.
 layout(constant_id = 11) const uint RG = 1;
+// A bias to add, and y += rather than y = : constants, not push values. lavapipe (Mesa 22.3) runs
+// an `if` body under a lane mask whatever its condition and loads a storage word lane by lane,
+// so a runtime test paid a per-lane gather of the bias and of y for every output at every batch
+// row; at K = 192 those epilogue loads were a fifth of the kernel (single-threaded, f16 at
+// batch 3: 1024x192 241 -> ~200 µs, 384x192 95 -> ~81 µs; ops/matmul.cpp).
+layout(constant_id = 12) const bool HAS_BIAS = false;
+layout(constant_id = 13) const bool ACCUMULATE = false;
 #include "act.glsl"
 const uint XSD = XS + (XS == 0 ? 1 : 0);  // a divisor even where the shuffle is off
 // Array sizes named once: each spelling of a specialization-constant expression is its own type.
@@ -75,7 +82,7 @@ layout(set = 0, binding = 5) uniform usamplerBuffer PAIRED(g_tex_);  // NORM: th
 vec4 load_g(uint i) { return uintBitsToFloat(TEXEL_FETCH(g_tex, int(i))); }
 
 layout(push_constant) uniform Push {
-  uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+  uint K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset;
   float eps;
 #ifdef ROPE_KV
   // RoPE as rope.glsl reads it, then the cache: q rows [0, hd), k rows [hd, hd + kv), v rows
@@ -88,7 +95,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 #ifdef ROPE_KV
-layout(constant_id = 12) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+layout(constant_id = 14) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -626,7 +633,7 @@ void row_group(uint wgx) {
       const bool live = g < npairs && bb < pc.B;
       const uint ra = pc.row_offset + rows[k], rb = pc.row_offset + rows[k + P];  // in the whole q|k|v
       float a = acc[k * BT + b], c = acc[(k + P) * BT + b];
-      if (pc.has_bias != 0) a += bias[ra], c += bias[rb];
+      if (HAS_BIAS) a += bias[ra], c += bias[rb];
       // q and k turn; k is cached turned but left in y as projected (as rope_kv_write does).
       const bool q = ra < pc.hd, v = ra >= pc.hd + pc.kv;
       const vec2 t = v ? vec2(a, c) : rope_turn(a, c, (g % half_rot), rope_position(min(bb, pc.B - 1)));
@@ -666,9 +673,9 @@ void row_group(uint wgx) {
         const uint out_row = pc.row_offset + row;
         float o = acc[r * BT + b];
         if (GLU) o = glu_act(o) * acc[(r + HALF) * BT + b];
-        if (pc.has_bias != 0) o += bias[out_row];
+        if (HAS_BIAS) o += bias[out_row];
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
-        yout[yi] = pc.accumulate != 0 ? yout[yi] + o : o;
+        yout[yi] = ACCUMULATE ? yout[yi] + o : o;
       }
     }
 }

@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=4.0, help="seconds of sampling")
     ap.add_argument("--top", type=int, default=30, help="hottest instructions listed")
     ap.add_argument("--min-samples", type=int, default=100, help="samples for a code run to be disassembled")
+    ap.add_argument("--listing", help="also write every disassembled instruction with its samples to this file")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -88,6 +89,10 @@ def main() -> int:
     print(f"\nhottest instructions (% of all samples; a stall is charged to the instruction after it):")
     for addr, n in sorted(((x, samples[x]) for x in insns if x in samples), key=lambda t: -t[1])[:a.top]:
         print(f"  {100.0 * n / total:5.2f}%  {addr:#x}  {insns[addr]}")
+    if a.listing:
+        with open(a.listing, "w") as f:
+            for addr in sorted(insns):
+                f.write(f"{samples.get(addr, 0):6d}  {addr:#x}  {insns[addr]}\n")
     mix = collections.Counter()
     for addr, text in insns.items():
         mix[text.split()[0]] += samples.get(addr, 0)

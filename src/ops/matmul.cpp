@@ -140,21 +140,22 @@ struct MatmulLanesSpec {
   uint32_t groups;     // q4_0, q5_0, q5_1 rows long enough to be read in groups of 8 blocks
   uint32_t glu_pairs;  // with glu: DeviceWeight::glu_pairs
   uint32_t rg;         // row groups an invocation walks (lanes_row_groups)
+  uint32_t bias, accumulate;  // bools as 32-bit: constants, not push values (matmul_lanes.comp)
 };
-static_assert(sizeof(MatmulLanesSpec) == 48);
+static_assert(sizeof(MatmulLanesSpec) == 56);
 
 struct MatmulLanesPush {
-  uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
+  uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset;
   float eps;
 };
-static_assert(sizeof(MatmulLanesPush) == 44);
+static_assert(sizeof(MatmulLanesPush) == 36);
 
 // matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
-  uint32_t kv_f16;  // 12: KV_F16
+  uint32_t kv_f16;  // 14: KV_F16
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 52);
+static_assert(sizeof(MatmulLanesRopeSpec) == 60);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
   uint32_t n_rot, mode;
@@ -162,7 +163,7 @@ struct MatmulLanesRopePush {
   uint32_t has_factors, has_table, pos_offset, first, first_slot, step;
   uint32_t hd, kv, slot, slot_slot, k_base, v_base;
 };
-static_assert(sizeof(MatmulLanesRopePush) == 108);
+static_assert(sizeof(MatmulLanesRopePush) == 100);
 
 struct MatmulPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -444,7 +445,8 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     MatmulLanesSpec spec{cfg.workgroup_size ? cfg.workgroup_size : ctx.caps().subgroup_size,
                          cfg.rows_per_workgroup ? cfg.rows_per_workgroup : 8,
                          cfg.batch_tile ? cfg.batch_tile : lanes_flat_batch_tile(B, WeightType::Q8_0, ctx.batch_tiles()), fold_norm, fold_glu, 0, 1,
-                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0, fold_glu ? W.glu_pairs : 0u, 1};
+                         fold_glu ? uint32_t(args.glu_act) : 0u, W.K % 32 != 0, 0, fold_glu ? W.glu_pairs : 0u, 1,
+                         args.bias ? 1u : 0u, args.accumulate ? 1u : 0u};
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
@@ -492,8 +494,7 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
                                                                groups(B, cs.bt))
                                             : 1;
       const uint32_t lanes_rows = (fold_glu ? cs.r / 2 : cs.r) * cs.rg;
-      MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset,
-                           args.accumulate ? 1u : 0u, args.bias ? 1u : 0u, args.norm_eps};
+      MatmulLanesPush push{W.K, c.rows, c.row_begin, B, x.stride, x.offset, y.stride, y.offset, args.norm_eps};
       const uint32_t out_rows = fold_glu ? c.rows / 2 : c.rows;
       const Buffer& norm = args.norm ? *args.norm : bias;
       if (!rk) {
