@@ -87,15 +87,23 @@ layout(push_constant) uniform Push {
 #ifdef ROPE_KV
   // RoPE as rope.glsl reads it, then the cache: q rows [0, hd), k rows [hd, hd + kv), v rows
   // [hd + kv, hd + 2kv); cache row slot + b (a dynamic scalar); k_base / v_base in values.
-  uint n_rot, mode;
+  uint n_rot;
   float theta, freq_scale;
-  uint has_factors, has_table, pos_offset, first, first_slot, step;
+  uint pos_offset, first, first_slot, step;
   uint hd, kv, slot, slot_slot, k_base, v_base;
 #endif
 } pc;
 
 #ifdef ROPE_KV
 layout(constant_id = 14) const bool KV_F16 = true;  // cache words: f16 pairs, else f32 bits
+// RoPE's pairing (0: adjacent, 1: NEOX halves), a position table, Llama 3 frequency factors:
+// constants for the reason HAS_BIAS is one (each was a per-lane load or store under a branch
+// every lane ran, at every pair and batch row).
+layout(constant_id = 15) const uint MODE = 0;
+layout(constant_id = 16) const bool HAS_TABLE = false;
+layout(constant_id = 17) const bool HAS_FACTORS = false;
+#define ROPE_TABLE HAS_TABLE
+#define ROPE_FACTORS HAS_FACTORS
 layout(set = 0, binding = 6, std430) readonly buffer Pos { int pos[]; } PAIRED(Pos_);
 #define pos PAIR_AT(Pos_).pos
 layout(set = 0, binding = 7, std430) readonly buffer Factors { float factors[]; } PAIRED(Factors_);
@@ -463,8 +471,8 @@ void row_group(uint wgx) {
   const uint g0 = wgx * WG * P + gl_LocalInvocationID.x;
   [[unroll]] for (uint k = 0; k < P; ++k) {
     const uint g = min(g0 + k * WG, npairs - 1), i = g % half_rot;
-    rows[k] = (g / half_rot) * pc.n_rot + (pc.mode == 0 ? 2 * i : i);
-    rows[k + P] = rows[k] + (pc.mode == 0 ? 1 : half_rot);
+    rows[k] = (g / half_rot) * pc.n_rot + (MODE == 0 ? 2 * i : i);
+    rows[k + P] = rows[k] + (MODE == 0 ? 1 : half_rot);
   }
 #else
   [[unroll]] for (uint r = 0; r < R; ++r) {  // clamped, not skipped: uniform control flow
@@ -650,7 +658,7 @@ void row_group(uint wgx) {
       const uint ea = ra - pc.hd - (v ? pc.kv : 0), eb = rb - pc.hd - (v ? pc.kv : 0);  // values in the K / V row
       if (KV_F16) {
         const uint base = (v ? pc.v_base : pc.k_base) / 2 + cache_row * (pc.kv / 2);
-        if (pc.mode == 0) {  // the pair is one word
+        if (MODE == 0) {  // the pair is one word
           const uint w = packHalf2x16(t);
           if (v) vc[base + ea / 2] = w; else kc[base + ea / 2] = w;
         } else if ((ea & 1u) == 0) {  // an even lane writes its words with the odd neighbour's

@@ -5,8 +5,15 @@
 // Row t's position: pos[pos_offset + t] from a table (has_table), plus first + step * t, where
 // `first` is a dynamic scalar (a causal run is first = t0, step 1; a draft level's rows share one
 // position, step 0).
+// ROPE_TABLE / ROPE_FACTORS: an including shader may make has_table / has_factors constants.
+#ifndef ROPE_TABLE
+#define ROPE_TABLE (pc.has_table != 0)
+#endif
+#ifndef ROPE_FACTORS
+#define ROPE_FACTORS (pc.has_factors != 0)
+#endif
 int rope_position(uint t) {
-  return (pc.has_table != 0 ? pos[pc.pos_offset + t] : 0) + int(dyn(pc.first, pc.first_slot) + pc.step * t);
+  return (ROPE_TABLE ? pos[pc.pos_offset + t] : 0) + int(dyn(pc.first, pc.first_slot) + pc.step * t);
 }
 
 // (cos, sin) of pair i at position p, in llama.cpp's order of operations (ggml_rope_cache_init):
@@ -19,7 +26,7 @@ int rope_position(uint t) {
 vec2 rope_cos_sin(uint i, int p) {
   precise const float freq = pow(pc.theta, -float(2 * i) / float(pc.n_rot));
   precise float ang = float(p) * freq;
-  if (pc.has_factors != 0) ang /= factors[i];
+  if (ROPE_FACTORS) ang /= factors[i];
   ang *= pc.freq_scale;
   return vec2(cos(ang), sin(ang));
 }

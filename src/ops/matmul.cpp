@@ -154,16 +154,17 @@ static_assert(sizeof(MatmulLanesPush) == 36);
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
   uint32_t kv_f16;  // 14: KV_F16
+  uint32_t mode, table, factors;  // 15-17: RoPE's pairing; a position table, frequency factors (bools)
 };
-static_assert(sizeof(MatmulLanesRopeSpec) == 60);
+static_assert(sizeof(MatmulLanesRopeSpec) == 72);
 struct MatmulLanesRopePush {
   MatmulLanesPush lanes;
-  uint32_t n_rot, mode;
+  uint32_t n_rot;
   float theta, freq_scale;
-  uint32_t has_factors, has_table, pos_offset, first, first_slot, step;
+  uint32_t pos_offset, first, first_slot, step;
   uint32_t hd, kv, slot, slot_slot, k_base, v_base;
 };
-static_assert(sizeof(MatmulLanesRopePush) == 100);
+static_assert(sizeof(MatmulLanesRopePush) == 88);
 
 struct MatmulPush {
   uint32_t K, N, row_offset, B, x_stride, x_offset, y_stride, y_offset, accumulate, has_bias;
@@ -504,14 +505,12 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
         continue;
       }
       // The RoPE + K/V epilogue (matmul_lanes.comp, ROPE_KV): its constants and buffers follow.
-      MatmulLanesRopeSpec rs{cs, rk->cache.type == KvType::F16};
+      MatmulLanesRopeSpec rs{cs, rk->cache.type == KvType::F16, uint32_t(rk->rope.mode), rk->pos.table != nullptr,
+                             rk->rope.factors != nullptr};
       MatmulLanesRopePush rp{push,
                              rk->n_rot,
-                             uint32_t(rk->rope.mode),
                              rk->rope.theta,
                              rk->rope.freq_scale,
-                             rk->rope.factors != nullptr,
-                             rk->pos.table != nullptr,
                              rk->pos.offset,
                              rk->pos.first.base,
                              rk->pos.first.slot,
