@@ -1,6 +1,7 @@
-// RoPE, shared by rope.comp and rope_kv.comp. The including shader declares the push block `pc`
-// with mode, theta, n_rot, freq_scale, has_factors, has_table, pos_offset, first, first_slot and
-// step, the buffers `x`, `pos` and `factors`, and includes dyn.glsl first.
+// RoPE, shared by rope.comp, rope_kv.comp and matmul_lanes.comp's RoPE epilogue. The including
+// shader declares the push block `pc` with theta, n_rot, freq_scale, pos_offset, first,
+// first_slot and step, and has_factors, has_table and mode unless it defines ROPE_FACTORS,
+// ROPE_TABLE and ROPE_REGISTERS; the buffers `x`, `pos` and `factors`; and includes dyn.glsl first.
 //
 // Row t's position: pos[pos_offset + t] from a table (has_table), plus first + step * t, where
 // `first` is a dynamic scalar (a causal run is first = t0, step 1; a draft level's rows share one

@@ -150,7 +150,7 @@ struct MatmulLanesPush {
 };
 static_assert(sizeof(MatmulLanesPush) == 36);
 
-// matmul_lanes.comp's ROPE_KV variant: one more constant, the push block extended.
+// matmul_lanes.comp's ROPE_KV variant: four more constants, the push block extended.
 struct MatmulLanesRopeSpec {
   MatmulLanesSpec lanes;
   uint32_t kv_f16;  // 14: KV_F16
