@@ -24,20 +24,30 @@
 // output folded in, x += o_att · W_o^T into the residual stream o(N, C), one dispatch instead of
 // two. Each workgroup keeps its heads' output in registers (every lane has all of it after the
 // final subgroupAdd) and projects it through its own columns of W_o (C, H·D), whole 32-value
-// blocks (the host folds only where HPW·D % 32 == 0 and D % 4 == 0), lane l taking rows l,
-// l + S, ... It publishes that partial row in part(N, G, C) and counts itself in arrivals[i];
+// blocks (the host folds only where HPW·D % 32 == 0 and D % 4 == 0), lane l taking rows
+// 4l .. 4l + 3, 4(l + S) .. 4(l + S) + 3, ... It publishes that partial row in part(N, G, C4)
+// (C4 = ceil(C / 4) vec4s: a storage access is a per-lane loop on CPU rasterizers, one per
+// vector rather than one per float) and counts itself in arrivals[i];
 // the row's last workgroup adds the G partials to x in group order and sets the count back to 0
 // (tree_topk_expand.comp's single-pass pattern: no workgroup waits for another). Every sum runs
 // in a fixed order, so a row's x still depends on nothing but its keys. For small models on
 // CPU-like devices, where a dispatch costs more than a row's share of W_o.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;             // S: the subgroup size
 layout(constant_id = 1) const uint D = 32;  // head width (exact: loops unroll, accumulators stay in registers)
 layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divisor of H / Hkv
+// The group's q (HPW·D values every lane needs) loaded once per subgroup, lane l taking values
+// l, l + S, ..., and handed to every lane by shuffles from a constant lane. A storage load is a
+// per-lane loop on CPU rasterizers (lavapipe, Mesa 22.3), so loading each value in every lane
+// was HPW·D such loops a workgroup, about a quarter of the kernel at the demo's shape
+// (ops/attention.cpp). Off where the device has no subgroup shuffle. The same values either way.
+layout(constant_id = 3) const bool QSHUF = false;
 const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
+const uint QL = (HPW * D + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;  // q values a lane loads
 
 #include "pair.glsl"
 layout(set = 0, binding = 0, std430) readonly buffer Q { float qin[]; } PAIRED(Q_);
@@ -107,11 +117,16 @@ layout(set = 0, binding = 4, std430) writeonly buffer O { float o[]; } PAIRED(O_
 #ifdef O_PROJ
 #define W_BINDING 6  // W_o and its q8_0 scales (weights.glsl)
 #include "weights.glsl"
-layout(set = 0, binding = 8, std430) coherent buffer Part { float part[]; } PAIRED(Part_);  // (N, G, C)
+layout(set = 0, binding = 8, std430) coherent buffer Part { vec4 part[]; } PAIRED(Part_);  // (N, G, C4)
 #define part PAIR_AT(Part_).part
 layout(set = 0, binding = 9, std430) coherent buffer Arrivals { uint arrivals[]; } PAIRED(Arrivals_);  // (N,)
 #define arrivals PAIR_AT(Arrivals_).arrivals
-layout(constant_id = 3) const uint KB = 1;  // H·D / 32: blocks per W_o row
+layout(constant_id = 4) const uint KB = 1;  // H·D / 32: blocks per W_o row
+// The residual stream also as vec4s (the host sets it where C, o_offset and o_stride are
+// multiples of 4): the last workgroup then adds to x a vector at a time.
+layout(constant_id = 5) const bool O_VEC = false;
+layout(set = 0, binding = 4, std430) buffer O4 { vec4 o4[]; } PAIRED(O4_);
+#define o4 PAIR_AT(O4_).o4
 const uint NBG = HPW * D / 32;              // blocks of one head group's columns
 vec4 attv[HPW * DV];                        // the group's output, values 4c .. 4c+3 of head g at g·DV + c
 shared bool last;
@@ -200,13 +215,19 @@ void attend(uint i, uint h0) {
   // sees, so lane ownership (and the reduction order) is still fixed by the row's position alone.
   const uint first = pc.window != 0 && n_keys > pc.window ? n_keys - pc.window : 0;
 
-  // q rows in registers, pre-scaled so a score is one dot product.
+  // q rows in registers, pre-scaled so a score is one dot product. The group's heads are
+  // consecutive in the row: value v of it (head v / D) at q0 + v.
+  const uint q0 = pc.q_offset + i * pc.q_stride + h0 * D;
+  float qs[QL];
+  if (QSHUF)
+    [[unroll]] for (uint j = 0; j < QL; ++j) qs[j] = qin[q0 + min(j * S + lane, HPW * D - 1)];
   [[unroll]] for (uint g = 0; g < HPW; ++g) {
-    const uint qb = pc.q_offset + i * pc.q_stride + (h0 + g) * D;
     [[unroll]] for (uint c = 0; c < DV; ++c) {
       vec4 r = vec4(0.0);
-      [[unroll]] for (uint x = 0; x < 4; ++x)
-        if (4 * c + x < D) r[x] = qin[qb + 4 * c + x];
+      [[unroll]] for (uint x = 0; x < 4; ++x) {
+        const uint v = g * D + 4 * c + x;
+        if (4 * c + x < D) r[x] = QSHUF ? subgroupShuffle(qs[v / S], v % S) : qin[q0 + v];
+      }
       qv[g * DV + c] = r * pc.scale;
     }
   }
@@ -261,28 +282,25 @@ void attend(uint i, uint h0) {
 }
 
 #ifdef O_PROJ
-// part(i, g, c) = attv · W_o(c, blocks b0 .. b0 + NBG) for the rows c the lane owns (c = lane
-// mod S), RP rows a pass: independent sums the CPU can interleave, each block by block in order
-// with the block's dot product scaled once.
-const uint RP = 4;
+// part(i, g, c) = attv · W_o(c, blocks b0 .. b0 + NBG) for the rows c the lane owns (vec4 c4 of
+// the row: c = 4·c4 .. 4·c4 + 3, c4 = lane mod S), four rows a pass: independent sums the CPU can
+// interleave, each block by block in order with the block's dot product scaled once.
 void project(uint i, uint g, uint b0) {
-  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
-  const uint pb = (i * gl_NumWorkGroups.y + g) * pc.C;
-  for (uint c0 = lane; c0 < pc.C; c0 += RP * S) {
-    float sum[RP];
-    [[unroll]] for (uint r = 0; r < RP; ++r) sum[r] = 0.0;
+  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x, C4 = (pc.C + 3) / 4;
+  const uint pb = (i * gl_NumWorkGroups.y + g) * C4;
+  for (uint c4 = lane; c4 < C4; c4 += S) {
+    vec4 sum = vec4(0.0);
     [[unroll]] for (uint b = 0; b < NBG; ++b)
-      [[unroll]] for (uint r = 0; r < RP; ++r) {
+      [[unroll]] for (uint r = 0; r < 4; ++r) {
         vec4 v[8];
         float scale;
-        load_block_unscaled(min(c0 + r * S, pc.C - 1), b0 + b, KB, pc.C, v, scale);  // past C: never written
+        load_block_unscaled(min(4 * c4 + r, pc.C - 1), b0 + b, KB, pc.C, v, scale);  // past C: padding
         float s = 0.0;
         [[unroll]] for (uint j = 0; j < 8; ++j)
           [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[b * 8 + j][x], s);
         sum[r] = fma(s, scale, sum[r]);
       }
-    [[unroll]] for (uint r = 0; r < RP; ++r)
-      if (c0 + r * S < pc.C) part[pb + c0 + r * S] = sum[r];
+    part[pb + c4] = sum;
   }
 }
 #endif
@@ -300,11 +318,16 @@ void main() {
   barrier();
   if (!last) return;
   memoryBarrierBuffer();
-  const uint ob = pc.o_offset + i * pc.o_stride;
-  for (uint c = lane; c < pc.C; c += S) {
-    float sum = 0.0;
-    for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * pc.C + c];
-    o[ob + c] += sum;
+  const uint ob = pc.o_offset + i * pc.o_stride, C4 = (pc.C + 3) / 4;
+  for (uint c4 = lane; c4 < C4; c4 += S) {
+    vec4 sum = vec4(0.0);
+    for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * C4 + c4];
+    if (O_VEC) {
+      o4[ob / 4 + c4] += sum;
+    } else {
+      [[unroll]] for (uint r = 0; r < 4; ++r)
+        if (4 * c4 + r < pc.C) o[ob + 4 * c4 + r] += sum[r];
+    }
   }
   if (lane == 0) arrivals[i] = 0u;
 #else

@@ -229,7 +229,9 @@ inline std::vector<Variant> variants(uint32_t wg, uint32_t H, uint32_t Hkv, uint
   c.use_subgroup = 1;  // K/V through texel views where the device prefers them and D % 4 == 0
   v.push_back({"subgroup kernel", c});
   c.use_subgroup = 2;
-  v.push_back({"subgroup kernel, storage K/V", c});
+  c.x_shuffle = 0;  // and q loaded in every lane (elsewhere once per subgroup, shuffled)
+  v.push_back({"subgroup kernel, storage K/V, q per lane", c});
+  c.x_shuffle = -1;
   if (H / Hkv > 1 && D * 2 <= 256) {  // GQA with several heads per workgroup by default: also one
     c.use_subgroup = 1;
     c.rows_per_workgroup = 1;

@@ -53,7 +53,7 @@ struct KernelConfig {
   uint32_t rows_per_workgroup = 0;  // matmul
   uint32_t batch_tile = 0;          // matmul: activation rows per workgroup (BMAX)
   int matmul_rows = -1;  // matmul variant: 0 workgroup split-K, 1 rows per invocation, 2 subgroup split-K, -1 auto
-  int x_shuffle = -1;    // matmul variant 3: x fetched once per subgroup and shuffled (1), per lane (0), -1 auto
+  int x_shuffle = -1;    // matmul variant 3 (x), attention_sg (q): fetched once per subgroup and shuffled (1), per lane (0), -1 auto
   uint32_t row_groups = 0;  // matmul variant 3: consecutive row groups each invocation walks
 };
 

@@ -27,18 +27,20 @@ static_assert(sizeof(AttentionSpec) == 12);
 
 // Mirrors attention_sg.comp's constants.
 struct AttentionSgSpec {
-  uint32_t s;    // 0: workgroup size == subgroup size
-  uint32_t d;    // 1: D
-  uint32_t hpw;  // 2: query heads per workgroup
+  uint32_t s;      // 0: workgroup size == subgroup size
+  uint32_t d;      // 1: D
+  uint32_t hpw;    // 2: query heads per workgroup
+  uint32_t qshuf;  // 3: q loaded once per subgroup and shuffled to every lane
 };
-static_assert(sizeof(AttentionSgSpec) == 12);
+static_assert(sizeof(AttentionSgSpec) == 16);
 
 // attention_sg.comp's O_PROJ variant: one more constant, one more push value.
 struct AttentionSgOSpec {
   AttentionSgSpec sg;
-  uint32_t kb;  // 3: blocks of 32 per W_o row
+  uint32_t kb;    // 4: blocks of 32 per W_o row
+  uint32_t ovec;  // 5: the residual stream read and written as vec4s
 };
-static_assert(sizeof(AttentionSgOSpec) == 16);
+static_assert(sizeof(AttentionSgOSpec) == 24);
 
 // Both shaders' push constants.
 struct AttentionPush {
@@ -163,7 +165,7 @@ uint32_t attention_o_partials(const AttentionArgs& a, uint32_t C, KernelConfig c
   // A head group's output stays in registers as vec4s and meets W_o in whole 32-value blocks.
   const uint32_t hpw = hpw_of(a, cfg);
   if (a.D % 4 != 0 || hpw * a.D % 32 != 0 || uint64_t(C) * a.H * a.D > kFoldOMaxWeights) return 0;
-  return a.H / hpw * C;
+  return a.H / hpw * ((C + 3) / 4 * 4);  // a group's partial row in whole vec4s
 }
 
 void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
@@ -193,7 +195,10 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   if (!caps.subgroup_arithmetic)
     throw Error("attention: the subgroup kernel needs subgroup arithmetic, which device '" + caps.name + "' lacks");
   const uint32_t S = subgroup_width(caps, cfg);
-  AttentionSgSpec spec{S, a.D, hpw_of(a, cfg)};
+  // q shared by shuffles wherever the device has them (cfg.x_shuffle 0: loaded in every lane).
+  if (cfg.x_shuffle == 1 && !caps.subgroup_shuffle)
+    throw Error("attention with q shared by subgroup shuffles requested but device '" + caps.name + "' lacks them");
+  AttentionSgSpec spec{S, a.D, hpw_of(a, cfg), cfg.x_shuffle != 0 && caps.subgroup_shuffle ? 1u : 0u};
   assert((a.H / a.Hkv) % spec.hpw == 0);
   // K/V through texel views where those are the fast path (the weights' reason, see the quirk),
   // rows start on a 16-byte texel (4 f32 or 8 f16 values: D and the bases multiples of that)
@@ -224,7 +229,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   name += std::string("_o_") + weight_type_name(c.type);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-  AttentionSgOSpec ospec{spec, wo.blocks_per_row};
+  AttentionSgOSpec ospec{spec, wo.blocks_per_row, wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0};
   auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   seq.dispatch(ctx.pipelines().get(desc),
