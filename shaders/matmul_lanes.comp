@@ -635,13 +635,15 @@ void row_group(uint wgx) {
     [[unroll]] for (uint r = 0; r < R; ++r) acc[r * BT + b] *= scale;
   }
 #ifdef ROPE_KV
-  [[unroll]] for (uint k = 0; k < P; ++k)
+  [[unroll]] for (uint k = 0; k < P; ++k) {
+    const uint ra = pc.row_offset + rows[k], rb = pc.row_offset + rows[k + P];  // in the whole q|k|v
+    // The pair's bias, loaded once for every batch row (a storage load is a per-lane loop here).
+    const float bias_a = HAS_BIAS ? bias[ra] : 0.0, bias_c = HAS_BIAS ? bias[rb] : 0.0;
     [[unroll]] for (uint b = 0; b < BT; ++b) {
       const uint g = g0 + k * WG, bb = b0 + b;
       const bool live = g < npairs && bb < pc.B;
-      const uint ra = pc.row_offset + rows[k], rb = pc.row_offset + rows[k + P];  // in the whole q|k|v
       float a = acc[k * BT + b], c = acc[(k + P) * BT + b];
-      if (HAS_BIAS) a += bias[ra], c += bias[rb];
+      if (HAS_BIAS) a += bias_a, c += bias_c;
       // q and k turn; k is cached turned but left in y as projected (as rope_kv_write does).
       const bool q = ra < pc.hd, v = ra >= pc.hd + pc.kv;
       const vec2 t = v ? vec2(a, c) : rope_turn(a, c, (g % half_rot), rope_position(min(bb, pc.B - 1)));
@@ -672,20 +674,24 @@ void row_group(uint wgx) {
         else kc[base + ea] = floatBitsToUint(t.x), kc[base + eb] = floatBitsToUint(t.y);
       }
     }
+  }
   return;
 #endif
-  [[unroll]] for (uint r = 0; r < HALF; ++r)
+  [[unroll]] for (uint r = 0; r < HALF; ++r) {
+    const uint row = row0 + r * WG, out_row = pc.row_offset + row;
+    // The row's bias, loaded once for every batch row (a row past n_out reads a neighbour's, unused).
+    const float bias_r = HAS_BIAS ? bias[pc.row_offset + min(row, n_out - 1)] : 0.0;
     [[unroll]] for (uint b = 0; b < BT; ++b) {
-      const uint row = row0 + r * WG, bb = b0 + b;
+      const uint bb = b0 + b;
       if (row < n_out && bb < pc.B) {
-        const uint out_row = pc.row_offset + row;
         float o = acc[r * BT + b];
         if (GLU) o = glu_act(o) * acc[(r + HALF) * BT + b];
-        if (HAS_BIAS) o += bias[out_row];
+        if (HAS_BIAS) o += bias_r;
         const uint yi = pc.y_offset + bb * pc.y_stride + out_row;
         yout[yi] = ACCUMULATE ? yout[yi] + o : o;
       }
     }
+  }
 }
 
 void main() {
