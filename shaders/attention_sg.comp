@@ -43,8 +43,9 @@ layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divi
 // The group's q (HPW·D values every lane needs) loaded once per subgroup, lane l taking values
 // l, l + S, ..., and handed to every lane by shuffles from a constant lane. A storage load is a
 // per-lane loop on CPU rasterizers (lavapipe, Mesa 22.3), so loading each value in every lane
-// was HPW·D such loops a workgroup, about a quarter of the kernel at the demo's shape
-// (ops/attention.cpp). Off where the device has no subgroup shuffle. The same values either way.
+// was HPW·D such loops a workgroup, about a fifth of the kernel at the demo's shape (HPW·D = 64;
+// docs/README.md, 2026-12-05). Off only in tests (the host takes this kernel only where the
+// device has shuffles: the module declares them either way). Same values either way.
 layout(constant_id = 3) const bool QSHUF = false;
 const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
 const uint QL = (HPW * D + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;  // q values a lane loads

@@ -224,7 +224,7 @@ inline std::vector<Variant> variants(uint32_t wg, uint32_t H, uint32_t Hkv, uint
   c.workgroup_size = wg;
   v.push_back({"workgroup kernel", c});
   const Context& ctx = vk_context();
-  if (!ctx.caps().subgroup_arithmetic) return v;  // the subgroup kernel needs it
+  if (!ctx.caps().subgroup_arithmetic || !ctx.caps().subgroup_shuffle) return v;  // the subgroup kernel needs both
   c = {};
   c.use_subgroup = 1;  // K/V through texel views where the device prefers them and D % 4 == 0
   v.push_back({"subgroup kernel", c});

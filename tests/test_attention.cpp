@@ -155,9 +155,11 @@ TEST_CASE_FIXTURE(VkTest, "subgroup attention at every subgroup size the device 
   // The chunk width is the subgroup size S; exactness and accuracy must hold for each S. Without
   // subgroup size control only the default size runs (covered above).
   const auto& caps = ctx.caps();
-  if (!caps.subgroup_arithmetic || !caps.subgroup_size_control) {
+  if (!caps.subgroup_arithmetic || !caps.subgroup_shuffle || !caps.subgroup_size_control) {
     MESSAGE("NOT RUN: device '" << caps.name << "' lacks "
-                                << (caps.subgroup_arithmetic ? "subgroup size control" : "subgroup arithmetic")
+                                << (!caps.subgroup_arithmetic ? "subgroup arithmetic"
+                                    : !caps.subgroup_shuffle  ? "subgroup shuffles"
+                                                              : "subgroup size control")
                                 << ", so no subgroup size can be pinned");
     return;
   }

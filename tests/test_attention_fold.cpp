@@ -25,7 +25,7 @@ std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_
 
 TEST_CASE_FIXTURE(VkTest, "attention with the o-projection folded in equals the reference and is exact for paths and one-token decoding") {
   const DeviceCaps& caps = ctx.caps();
-  if (!caps.quirks.single_subgroup_kernels || !caps.subgroup_arithmetic) {
+  if (!caps.quirks.single_subgroup_kernels || !caps.subgroup_arithmetic || !caps.subgroup_shuffle) {
     MESSAGE("not run: device '" << caps.name << "' uses the workgroup attention kernel, which never folds W_o");
     return;
   }
@@ -113,7 +113,7 @@ TEST_CASE_FIXTURE(VkTest, "attention folds W_o only for small texel weights of t
   const auto f16 = make_weight(WeightType::F16, 288, 288, 1);
   const DeviceWeight small = upload_weight(ctx, WeightType::F16, 288, 288, f16.data());
   const DeviceCaps& caps = ctx.caps();
-  const bool sg = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic;
+  const bool sg = caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_shuffle;
   CHECK(attention_folds_o(ctx, a, small, 512) == (sg && small.texel));
   KernelConfig wg;
   wg.use_subgroup = 0;

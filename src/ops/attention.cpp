@@ -84,9 +84,13 @@ uint32_t heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
 // Kernel choice, from the device only: where barriers and shared memory are what costs
 // (DeviceCaps::Quirks::single_subgroup_kernels), the subgroup kernel (1), whose workgroup is
 // pinned to exactly one subgroup; elsewhere the workgroup kernel (0).
+// attention_sg's module uses subgroup arithmetic and shuffles (a module may not declare a
+// capability the device lacks, even on a path a constant turns off).
+bool subgroup_kernel_fits(const DeviceCaps& caps) { return caps.subgroup_arithmetic && caps.subgroup_shuffle; }
+
 int pick_variant(const DeviceCaps& caps, const KernelConfig& cfg) {
   if (cfg.use_subgroup >= 0) return cfg.use_subgroup;
-  return caps.quirks.single_subgroup_kernels && caps.subgroup_arithmetic && caps.subgroup_size_control ? 1 : 0;
+  return caps.quirks.single_subgroup_kernels && subgroup_kernel_fits(caps) && caps.subgroup_size_control ? 1 : 0;
 }
 
 // The subgroup kernel's workgroup: pinned where the device can; otherwise the default compute
@@ -147,7 +151,7 @@ uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words,
 bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceWeight& wo, uint32_t max_keys,
                        KernelConfig cfg) {
   const DeviceCaps& caps = ctx.caps();
-  if (pick_variant(caps, cfg) == 0 || !caps.subgroup_arithmetic || !wo.texel || wo.chunks.size() != 1 ||
+  if (pick_variant(caps, cfg) == 0 || !subgroup_kernel_fits(caps) || !wo.texel || wo.chunks.size() != 1 ||
       caps.max_stage_storage_buffers < 8)  // q, K, V, mask, x, the step state, partials, arrivals
     return false;
   const WeightType type = wo.chunks[0].type;
@@ -192,13 +196,12 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
     return;
   }
 
-  if (!caps.subgroup_arithmetic)
-    throw Error("attention: the subgroup kernel needs subgroup arithmetic, which device '" + caps.name + "' lacks");
+  if (!subgroup_kernel_fits(caps))
+    throw Error("attention: the subgroup kernel needs subgroup arithmetic and shuffles, which device '" + caps.name +
+                "' lacks (" + (caps.subgroup_arithmetic ? "shuffle" : "arithmetic") + ")");
   const uint32_t S = subgroup_width(caps, cfg);
-  // q shared by shuffles wherever the device has them (cfg.x_shuffle 0: loaded in every lane).
-  if (cfg.x_shuffle == 1 && !caps.subgroup_shuffle)
-    throw Error("attention with q shared by subgroup shuffles requested but device '" + caps.name + "' lacks them");
-  AttentionSgSpec spec{S, a.D, hpw_of(a, cfg), cfg.x_shuffle != 0 && caps.subgroup_shuffle ? 1u : 0u};
+  // q shared by shuffles (cfg.x_shuffle 0: loaded in every lane, for tests).
+  AttentionSgSpec spec{S, a.D, hpw_of(a, cfg), cfg.x_shuffle != 0 ? 1u : 0u};
   assert((a.H / a.Hkv) % spec.hpw == 0);
   // K/V through texel views where those are the fast path (the weights' reason, see the quirk),
   // rows start on a 16-byte texel (4 f32 or 8 f16 values: D and the bases multiples of that)
