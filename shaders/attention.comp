@@ -55,6 +55,7 @@ layout(push_constant) uniform Push {
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
   uint k_base, v_base;  // the layer's first K / V value in its buffer
   uint window;          // sliding window: a row sees the last `window` positions up to its own; 0 = all
+  uint q_row, q_row_slot;  // row i's q is q row q_row + i (dynamic: a head's ingest attends for one row)
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
 
@@ -69,7 +70,8 @@ void main() {
   const uint hk = h / (pc.H / pc.Hkv);
   const uint row_stride = pc.Hkv * pc.D;
 
-  for (uint d = lid; d < pc.D; d += WG) qs[d] = qin[pc.q_offset + i * pc.q_stride + h * pc.D + d];
+  const uint q0 = pc.q_offset + (dyn(pc.q_row, pc.q_row_slot) + i) * pc.q_stride + h * pc.D;
+  for (uint d = lid; d < pc.D; d += WG) qs[d] = qin[q0 + d];
   if (lid == 0 && pc.causal == 0) {
     uint n = 0;
     for (uint w = 0; w < pc.mask_words; ++w) {

@@ -143,6 +143,7 @@ layout(push_constant) uniform Push {
   uint t_slot;       // t is dynamic: t + state[t_slot] (dyn.glsl)
   uint k_base, v_base;  // the layer's first K / V value in its buffer
   uint window;          // sliding window: a row sees the last `window` positions up to its own; 0 = all
+  uint q_row, q_row_slot;  // row i's q is q row q_row + i (dynamic: a head's ingest attends for one row)
 #ifdef O_PROJ
   uint C;  // W_o rows: the residual stream's width
 #endif
@@ -218,7 +219,7 @@ void attend(uint i, uint h0) {
 
   // q rows in registers, pre-scaled so a score is one dot product. The group's heads are
   // consecutive in the row: value v of it (head v / D) at q0 + v.
-  const uint q0 = pc.q_offset + i * pc.q_stride + h0 * D;
+  const uint q0 = pc.q_offset + (dyn(pc.q_row, pc.q_row_slot) + i) * pc.q_stride + h0 * D;
   float qs[QL];
   if (QSHUF)
     [[unroll]] for (uint j = 0; j < QL; ++j) qs[j] = qin[q0 + min(j * S + lane, HPW * D - 1)];

@@ -133,13 +133,19 @@ struct OFold {
 // Runs one attention pass. q is compact (N, H, D); mask empty = causal. Returns compact o (with
 // `fold`, x) and checks that nothing outside its rows was written.
 // `kv`: the caches' type and where the layer starts in them (kv.k / kv.v are ignored: kb, vb).
+// `q_row` (a causal pass of one row): q holds more rows, and the pass's row is q row q_row,
+// read from a step-state buffer as a draft head's ingest reads it (AttentionArgs::q_row), with t
+// a dynamic scalar too (t + 1 in the state, base -1, wrapping).
+inline constexpr uint32_t kNoQRow = UINT32_MAX;
 inline std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, uint32_t N, uint32_t t, uint32_t H,
                                  uint32_t Hkv, uint32_t D, const std::vector<float>& q, const Buffer& kb,
                                  const Buffer& vb, const std::vector<uint32_t>& mask, uint32_t words,
                                  const Layout& L, const KvLayer& kv = {}, const OFold* fold = nullptr,
-                                 uint32_t window = 0) {
+                                 uint32_t window = 0, uint32_t q_row = kNoQRow) {
   const uint32_t HD = H * D, W = fold ? fold->wo->N : HD, qs = HD + L.q_pad, os = W + L.o_pad;
-  const std::vector<float> qp = pad_rows(q, N, HD, L.q_offset, qs, -7.0f);
+  const uint32_t q_rows = q_row == kNoQRow ? N : uint32_t(q.size() / HD);
+  REQUIRE((q_row == kNoQRow || (N == 1 && mask.empty() && q_row < q_rows)));
+  const std::vector<float> qp = pad_rows(q, q_rows, HD, L.q_offset, qs, -7.0f);
   const std::vector<float> op = fold ? pad_rows(fold->x0, N, W, L.o_offset, os, kSentinel)
                                      : std::vector<float>(L.o_offset + size_t(N) * os, kSentinel);
   std::vector<uint32_t> mp(L.mask_offset, 0xffffffffu);  // junk before the mask: must not be read
@@ -151,6 +157,11 @@ inline std::vector<float> run_attention(Context& ctx, const KernelConfig& cfg, u
   AttentionArgs a;
   a.N = N, a.H = H, a.Hkv = Hkv, a.D = D, a.t = t;
   a.q = Mat{&qb, L.q_offset, qs};
+  Buffer state(ctx, 16);
+  if (q_row != kNoQRow) {
+    state.upload(std::vector<uint32_t>{7, q_row, t + 1, 9});
+    a.q_row = Dyn(state, 1), a.t = Dyn(state, 2, 0xffffffffu);
+  }
   a.o = Mat{&ob, L.o_offset, os};
   a.k_cache = &kb, a.v_cache = &vb;
   a.k_base = kv.k_base, a.v_base = kv.v_base, a.kv_type = kv.type;
@@ -209,6 +220,11 @@ inline void check_paths_exact(Context& ctx, const KernelConfig& cfg, const Tree&
     auto one = run_attention(ctx, cfg, 1, t + P - 1, H, Hkv, D, q1, k2, v2, {}, 0, layout, {}, nullptr, window);
     CHECK_MESSAGE(std::memcmp(one.data(), want, HD * 4) == 0,
                   "node " << i << " (depth " << P - 1 << ") differs from one-token decoding at t + depth");
+    // And the chain's last row alone, picked from the chain's q rows by a dynamic row index (a
+    // draft head's ingest, which attends for its root row only).
+    auto picked = run_attention(ctx, cfg, 1, t + P - 1, H, Hkv, D, q2, k2, v2, {}, 0, layout, {}, nullptr, window, P - 1);
+    CHECK_MESSAGE(std::memcmp(picked.data(), want, HD * 4) == 0,
+                  "node " << i << " (depth " << P - 1 << ") differs when its row is picked by a dynamic q row");
   }
 }
 

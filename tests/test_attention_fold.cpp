@@ -17,9 +17,10 @@ namespace {
 // One folded pass with q and x rows padded and offset like the model's.
 std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv, uint32_t D,
                                    const std::vector<float>& q, const KvLayer& kv, const std::vector<uint32_t>& mask,
-                                   uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0) {
+                                   uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0,
+                                   uint32_t q_row = kNoQRow) {
   const OFold fold{&wo, x0};
-  return run_attention(ctx, {}, N, t, H, Hkv, D, q, *kv.k, *kv.v, mask, words, {0, 3, 5, 2, 0}, kv, &fold);
+  return run_attention(ctx, {}, N, t, H, Hkv, D, q, *kv.k, *kv.v, mask, words, {0, 3, 5, 2, 0}, kv, &fold, 0, q_row);
 }
 }  // namespace
 
@@ -103,6 +104,9 @@ TEST_CASE_FIXTURE(VkTest, "attention with the o-projection folded in equals the 
       const std::vector<float> q1(q2.end() - HD, q2.end()), x1(x2.end() - c.C, x2.end());
       const auto one = run_attention_o(ctx, 1, c.t + P - 1, c.H, c.Hkv, c.D, q1, kv2, {}, 0, wo, x1);
       CHECK_MESSAGE(std::memcmp(one.data(), want, c.C * 4) == 0, "node " << i << " differs from one-token decoding");
+      // The chain's last row alone, its q picked from the chain's rows by a dynamic row index.
+      const auto picked = run_attention_o(ctx, 1, c.t + P - 1, c.H, c.Hkv, c.D, q2, kv2, {}, 0, wo, x1, P - 1);
+      CHECK_MESSAGE(std::memcmp(picked.data(), want, c.C * 4) == 0, "node " << i << " differs with a dynamic q row");
     }
   }
 }

@@ -1,6 +1,7 @@
 // EAGLE head forward vs a plain CPU reference that applies rotate_half to the Hugging Face
 // layout weights (DESIGN.md §5), and the refusals of heads that do not fit the verifier.
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -220,6 +221,50 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head with attention_bias and mlp_bias equals th
   cfg["mlp_bias"] = true;
   std::ofstream(hd.path + "/config.json") << cfg.dump();
   CHECK_THROWS_WITH_AS(EagleHead(ctx, hd.path, model, 64, 16), doctest::Contains("layers.0.mlp.gate_proj.bias"), Error);
+}
+
+// A draft head's prefill wants no row's output and its ingest only the root row's (the draft goes
+// on from there): the other rows write their K/V and nothing else (DecoderLayerPass::out_row,
+// kv_only). Against one forward over the whole chain, every row's logits: the root's h and
+// logits bit for bit, for each root row of the ingest, its index and t read from a step-state
+// buffer as a step reads them. With attention_bias the o matmul runs on its own, without it the
+// device may fold W_o into attention: both paths.
+TEST_CASE_FIXTURE(VkTest, "a head forward wanted for one row (ingest) or none (prefill) equals the whole chain there, bit for bit") {
+  HeadRig rig(ctx, "head_one_row_verifier");
+  const LlamaConfig& vc = rig.vc;
+  const uint32_t C = uint32_t(vc.C), V = uint32_t(vc.V), N = 9, P = 5;  // P rows of prefill, N - P of ingest
+  for (const bool attn_bias : {false, true}) {
+    CAPTURE(attn_bias);
+    TempDir hd("head_one_row");
+    write_head(hd.path, vc, rig.vf.path, 13, 0, 0.0f, false, {}, attn_bias, attn_bias);
+    EagleHead whole(ctx, hd.path, rig.model, 64, 16);
+    const HeadRun run = run_head(ctx, whole, vc, N);
+    Buffer tb(ctx, N * 4), fb(ctx, run.feats.size() * 4), state(ctx, 16);
+    tb.upload(run.toks);
+    fb.upload(run.feats);
+    for (uint32_t r = 0; r < N - P; ++r) {
+      CAPTURE(r);
+      EagleHead head(ctx, hd.path, rig.model, 64, 16);
+      // The step state: word 1 the root row, word 2 the length after it (t = P + r + 1).
+      state.upload(std::vector<uint32_t>{0, r, P + r + 1, 0});
+      Sequence seq(ctx);
+      seq.begin();
+      EagleHead::ForwardArgs a;
+      a.N = P, a.t = 0, a.kv_slot = 0, a.tokens = &tb, a.features = Mat{&fb, 0, C}, a.pos_first = 0;
+      a.logits_from = P;  // the prefill: K/V only
+      head.forward(seq, a);
+      EagleHead::ForwardArgs b;
+      b.N = N - P, b.t = P, b.kv_slot = P, b.tokens = &tb, b.tok_offset = P, b.features = Mat{&fb, P * C, C};
+      b.pos_first = P;
+      b.root = true, b.root_row = Dyn(state, 1), b.root_t = Dyn(state, 2, 0xffffffffu);
+      head.forward(seq, b);
+      seq.run();
+      const auto h = head.hidden().buf->read<float>(C, size_t(head.root_slot()) * head.hidden().stride * 4);
+      const auto l = head.logits().buf->read<float>(V, size_t(head.root_slot()) * head.logits().stride * 4);
+      CHECK(std::memcmp(h.data(), &run.h[size_t(P + r) * C], C * 4) == 0);
+      CHECK(std::memcmp(l.data(), &run.l[size_t(P + r) * V], V * 4) == 0);
+    }
+  }
 }
 
 // hidden_act: GELU heads (exact and tanh), through the folded GLU and, with mlp_bias, through the

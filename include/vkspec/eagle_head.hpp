@@ -158,12 +158,15 @@ class EagleHead {
     const Buffer* mask = nullptr;  // ancestor bits relative to slot t; nullptr: causal chain
     uint32_t mask_offset = 0, mask_words = 0;
     // Logits for rows logits_from..N-1 (none when logits_from >= N) — or, with `root`, only for
-    // row root_row, whose h is first copied to the root slot (row root_slot() of hidden() and
-    // logits(), which later forwards of up to max_rows rows leave alone): the draft's root when
-    // the row depends on the last step's accepted length.
+    // row root_row, whose h goes to the root slot (row root_slot() of hidden() and logits(),
+    // which later forwards of up to max_rows rows leave alone): the draft's root when the row
+    // depends on the last step's accepted length. A causal forward wanted for one row or none
+    // (`root`, or no logits) computes only that row's h: the other rows write their K/V, and
+    // their hidden() rows hold the layer's input, not h.
     uint32_t logits_from = 0;
     bool root = false;
     Dyn root_row;
+    Dyn root_t;  // with `root`: t + root_row, the committed keys the root row sees before itself
     // EAGLE-1/2: the tokens' embeddings are already in token_input() (rows 0..N-1), written by
     // the draft level before (draft_topk_expand's gather): no embedding gather of its own.
     bool embedded = false;

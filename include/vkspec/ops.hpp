@@ -245,6 +245,9 @@ struct AttentionArgs {
   uint32_t N = 0, H = 0, Hkv = 0, D = 0;
   Dyn t;  // committed length
   Mat q, o;
+  // Row i's q is row q_row + i of q: dynamic where one row chosen on the GPU attends (a draft
+  // head's ingest, DecoderLayerPass::out_row). Its state buffer, if any, is t's, if t has one.
+  Dyn q_row;
   const Buffer* k_cache = nullptr;
   const Buffer* v_cache = nullptr;
   uint32_t k_base = 0, v_base = 0;  // first value of the layer's K / V (KvLayer)

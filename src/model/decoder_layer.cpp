@@ -1,11 +1,14 @@
 // The one decoder layer of the verifier and the draft heads (decoder_layer.hpp).
 #include "decoder_layer.hpp"
 
+#include <cassert>
+
 namespace vkspec {
 
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p) {
   const uint32_t N = p.N, H = s.H, Hkv = s.Hkv, D = s.D, HD = H * D, KV = Hkv * D;
+  assert(!(p.out_row || p.kv_only) || !p.mask);  // causal passes only
   MatmulArgs qa;  // attn_norm (when there is one) folded into the qkv matmul
   qa.bias = w.qkv_bias;
   if (w.attn_norm) qa.norm = w.attn_norm, qa.norm_eps = s.rms_eps, qa.norm_scratch = m.xn;
@@ -21,8 +24,14 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
     rmsnorm_heads(seq, m.qkv, *w.qk_norm, N, H + Hkv, D, s.rms_eps);
     rope_kv_write(seq, m.qkv, p.pos, N, H, D, D, s.rope, HD, HD + KV, KV, p.kv, p.slot);
   }
+  if (p.kv_only) return;
+  // With out_row: that row alone from here on, its residual row moved to row `to` of x first.
+  const uint32_t C = w.wo->N, n = p.out_row ? 1 : N;
+  const Mat x = p.out_row ? m.x.row(p.out_row->to) : m.x;
+  if (p.out_row) copy_rows(seq, m.x, p.out_row->row, x, 1, C);
   AttentionArgs at;
-  at.N = N, at.H = H, at.Hkv = Hkv, at.D = D, at.t = p.t;
+  at.N = n, at.H = H, at.Hkv = Hkv, at.D = D, at.t = p.out_row ? p.out_row->t : p.t;
+  if (p.out_row) at.q_row = p.out_row->row;
   at.q = m.qkv, at.o = m.att;
   at.k_cache = p.kv.k, at.v_cache = p.kv.v, at.k_base = p.kv.k_base, at.v_base = p.kv.v_base, at.kv_type = p.kv.type;
   at.mask = p.mask, at.mask_offset = p.mask_offset, at.mask_words = p.mask_words, at.causal = p.mask == nullptr;
@@ -32,26 +41,26 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   acc.accumulate = true;  // residual add fused into the projection
   acc.bias = w.o_bias;
   if (m.o_part && !w.o_bias && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {
-    at.wo = w.wo, at.o = m.x;  // the projection inside the attention kernel, adding into x
+    at.wo = w.wo, at.o = x;  // the projection inside the attention kernel, adding into x
     at.o_part = m.o_part, at.o_arrivals = m.o_arrivals;
     attention(seq, at);
   } else {
     attention(seq, at);
-    matmul(seq, *w.wo, m.att, m.x, N, acc);
+    matmul(seq, *w.wo, m.att, x, n, acc);
   }
   MatmulArgs ga;  // ffn_norm and act(gate) · up folded into the gate|up matmul
   ga.norm = w.ffn_norm, ga.norm_eps = s.rms_eps, ga.norm_scratch = m.xn, ga.glu_act = s.act;
   if (w.gu_bias) {
     ga.bias = w.gu_bias;
-    matmul(seq, *w.wgu, m.x, m.gu, N, ga);
+    matmul(seq, *w.wgu, x, m.gu, n, ga);
     const uint32_t F = w.wgu->N / 2;
-    glu_mul(seq, m.gu, m.gu.col(F), m.act, N, F, s.act);
+    glu_mul(seq, m.gu, m.gu.col(F), m.act, n, F, s.act);
   } else {
     ga.glu = true, ga.glu_scratch = m.gu;
-    matmul(seq, *w.wgu, m.x, m.act, N, ga);
+    matmul(seq, *w.wgu, x, m.act, n, ga);
   }
   acc.bias = w.down_bias;
-  matmul(seq, *w.wdown, m.act, m.x, N, acc);
+  matmul(seq, *w.wdown, m.act, x, n, acc);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "vkspec/ops.hpp"
 
@@ -49,6 +50,16 @@ struct DecoderLayerActs {
   const Buffer* o_arrivals = nullptr;
 };
 
+// The one row a pass computes whole (DecoderLayerPass::out_row): row `row` of the pass (dynamic:
+// a head's ingest goes on from the last step's accepted row), which sees the `t` committed keys
+// before its own (the pass's t + row, given by the caller since both may be dynamic), its output
+// written to row `to` of x. Its bits are those row `row` of the whole pass would have: every
+// kernel is batch-invariant and a causal row's keys depend only on its position.
+struct DecoderLayerOutRow {
+  Dyn row, t;
+  uint32_t to = 0;
+};
+
 // One pass of N rows: their positions, where their K/V go, what they attend to.
 struct DecoderLayerPass {
   uint32_t N = 0;
@@ -59,6 +70,13 @@ struct DecoderLayerPass {
   uint32_t max_keys = 0;  // the most keys a row can ever see (the cache's capacity): fixes the kernels
   const Buffer* mask = nullptr;  // (N, mask_words) ancestor bits relative to t; nullptr: causal chain
   uint32_t mask_offset = 0, mask_words = 0;
+  // A causal pass whose rows but one (or all) are wanted only for their K/V: every row still
+  // writes its K and V, which depend on the layer's input alone, but attention and the MLP run
+  // for that one row, or for none. For a model's last layer only (a next layer reads every
+  // row's output): a draft head, which is one layer, in its ingest (a budget-4 step ingests 5
+  // rows a head, and the draft goes on from one of them) and its prefill (no output at all).
+  std::optional<DecoderLayerOutRow> out_row;  // none: every row's output
+  bool kv_only = false;                       // no row's output: the pass ends with the K/V store
 };
 
 // [rmsnorm →] qkv matmul (+bias) → [q/k head norm] → rope on q and k, and the k, v rows into the
@@ -67,7 +85,8 @@ struct DecoderLayerPass {
 // kernel folds the norms, the GLU and RoPE with the K/V store (+2 with Qwen3's q/k norm, which
 // needs its own pass and a rope_kv_write), 4 where attention also carries the o matmul
 // (attention_folds_o); a separate rmsnorm / glu_mul / rope_kv_write each otherwise. An o bias
-// keeps the o matmul on its own, a gate|up bias the glu_mul (the kernels fold neither).
+// keeps the o matmul on its own, a gate|up bias the glu_mul (the kernels fold neither). With
+// out_row one copy_rows more (the row's residual to its place); kv_only ends after the K/V store.
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
 

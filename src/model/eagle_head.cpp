@@ -580,7 +580,10 @@ void EagleHead::layer(Sequence& seq, const ForwardArgs& a, Mat attn_in) {
        .max_keys = cap_,
        .mask = a.mask,
        .mask_offset = a.mask_offset,
-       .mask_words = a.mask_words});
+       .mask_words = a.mask_words,
+       // The root's row alone is wanted whole; with no logits at all, no row is (prefill).
+       .out_row = a.root ? std::optional(DecoderLayerOutRow{a.root_row, a.root_t, root_slot()}) : std::nullopt,
+       .kv_only = !a.root && a.logits_from >= a.N});
 }
 
 const DeviceWeight& EagleHead::token_embedding() const { return verifier_.embedding(); }
@@ -625,8 +628,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
     layer(seq, a, x);                   // EAGLE's layer 0 has no input_layernorm
   }
   // h = x: EAGLE-1/2 feed it straight to the verifier's lm_head; EAGLE-3 through its norm and lm_head.
-  if (a.root) {
-    copy_rows(seq, x, a.root_row, x.row(root_slot()), 1, C);
+  if (a.root) {  // the layer left the root row's h in the root slot
     matmul(seq, *lm, x.row(root_slot()), logits().row(root_slot()), 1, la);
   } else if (a.logits_from < N) {
     matmul(seq, *lm, x.row(a.logits_from), logits().row(a.logits_from), N - a.logits_from, la);

@@ -49,13 +49,14 @@ struct AttentionPush {
   uint32_t t_slot;
   uint32_t k_base, v_base;
   uint32_t window;
+  uint32_t q_row, q_row_slot;
 };
-static_assert(sizeof(AttentionPush) == 68);
+static_assert(sizeof(AttentionPush) == 76);
 struct AttentionOPush {
   AttentionPush a;
   uint32_t C;
 };
-static_assert(sizeof(AttentionOPush) == 72);
+static_assert(sizeof(AttentionOPush) == 80);
 
 // W_o's weights past which the folded o-projection does not pay: a row's workgroups walk all of
 // them between them (one per head group), where the matmul spreads them over the device and
@@ -181,8 +182,11 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   AttentionPush push{a.N,        a.H,           a.Hkv,        a.D,          a.t.base,
                      a.q.offset, a.q.stride,    a.o.offset,   a.o.stride,   a.mask_offset,
                      a.mask_words, a.causal ? 1u : 0u, a.logit_scale / std::sqrt(float(a.D)), a.t.slot,
-                     a.k_base,   a.v_base,      a.window};
+                     a.k_base,   a.v_base,      a.window,     a.q_row.base, a.q_row.slot};
   const Buffer& mask = a.mask ? *a.mask : *a.q.buf;  // any buffer when causal: never read
+  // One state buffer serves both dynamic scalars (the kernels have one binding for it).
+  assert(a.t.fixed() || a.q_row.fixed() || a.t.state == a.q_row.state);
+  const Binding state = (a.t.fixed() ? a.q_row : a.t).binding(mask);
 
   const int variant = pick_variant(caps, cfg);
   if (variant == 0) {
@@ -191,7 +195,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
     auto desc = make_pipeline_desc(f16 ? "attention_f16" : "attention", std::vector<VkDescriptorType>(6, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER),
                                    sizeof(AttentionPush), spec, cfg.required_subgroup_size);
     const Pipeline& p = ctx.pipelines().get(desc);
-    seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)}, push, a.N,
+    seq.dispatch(p, {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state}, push, a.N,
                  a.H, 1, "attention");
     return;
   }
@@ -219,7 +223,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   if (!a.wo) {
     auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
     desc.full_subgroups = caps.compute_full_subgroups;
-    seq.dispatch(ctx.pipelines().get(desc), {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask)},
+    seq.dispatch(ctx.pipelines().get(desc), {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state},
                  push, a.N, a.H / spec.hpw, 1, "attention");
     return;
   }
@@ -236,7 +240,7 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   seq.dispatch(ctx.pipelines().get(desc),
-               {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), a.t.binding(mask), in(c.data), in(c.scales),
+               {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state, in(c.data), in(c.scales),
                 out(*a.o_part), out(*a.o_arrivals)},
                AttentionOPush{push, wo.N}, a.N, a.H / spec.hpw, 1, "attention");
 }

@@ -71,7 +71,9 @@ class EagleDrafter final : public Drafter {
     a.N = s_.D + 1, a.t = b.prev_t(), a.kv_slot = b.prev_t();
     a.tokens = &b.seq_tokens, a.tok_offset = b.prev_t() + 1;
     a.features = head_.eagle3() ? b.tap_features() : b.features(), a.taps = true, a.pos_first = b.prev_t();
-    a.root = true, a.root_row = b.accepted();  // pair (f_{t-1}, y[t]): the root's own draft logits
+    // Pair (f_{t-1}, y[t]) at row a = accepted, head position prev_t + a = t - 1: the root's own
+    // draft logits (t - 1 as a wrapping u32 sum: the state's t is at least 1).
+    a.root = true, a.root_row = b.accepted(), a.root_t = b.t() + 0xffffffffu;
     head_.forward(seq, a);
   }
 
