@@ -341,7 +341,12 @@ int matmul_variant(const Context& ctx, const KernelConfig& cfg) {
   // subgroup, 3 lanes across rows with a register tile (matmul_lanes.comp). CPU rasterizers get
   // 3: at the demo's shapes it runs B = 4..64 rows 2.5-5x faster than 2 (whose per-lane tile of
   // 16 rows x 4 batch rows x 32 values spills, and whose subgroup reduction costs per output).
-  return cfg.matmul_rows >= 0 ? cfg.matmul_rows : ctx.caps().quirks.single_subgroup_kernels ? 3 : 0;
+  // Only where the device has subgroup shuffles: the module declares them (its x shuffle, off or
+  // on), and a module may not declare what the device lacks. Such a CPU device gets 1 (matmul_rows
+  // needs no subgroup operation); a forced 3 there is refused naming what is missing.
+  const DeviceCaps& caps = ctx.caps();
+  if (cfg.matmul_rows >= 0) return cfg.matmul_rows;
+  return caps.quirks.single_subgroup_kernels ? (caps.subgroup_shuffle ? 3 : 1) : 0;
 }
 
 // Activation rows per workgroup of matmul_lanes: at most `max_tile`, and as few tiles as that
@@ -451,6 +456,8 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     // x through subgroup shuffles where every subgroup of the workgroup is whole and of one
     // known size (the shader's texel-to-lane map is specialized on it).
     const DeviceCaps& caps = ctx.caps();
+    if (!caps.subgroup_shuffle)
+      throw Error("matmul: the lanes kernel (variant 3) needs subgroup shuffles, which device '" + caps.name + "' lacks");
     const uint32_t S = caps.subgroup_size;
     const bool shuffle = cfg.x_shuffle != 0 && caps.subgroup_shuffle && S >= 2 &&
                          caps.min_subgroup_size == caps.max_subgroup_size && spec.wg % S == 0;
