@@ -459,11 +459,11 @@ void matmul(Sequence& seq, const DeviceWeight& W, Mat x, Mat y, uint32_t B, cons
     if (!caps.subgroup_shuffle)
       throw Error("matmul: the lanes kernel (variant 3) needs subgroup shuffles, which device '" + caps.name + "' lacks");
     const uint32_t S = caps.subgroup_size;
-    const bool shuffle = cfg.x_shuffle != 0 && caps.subgroup_shuffle && S >= 2 &&
-                         caps.min_subgroup_size == caps.max_subgroup_size && spec.wg % S == 0;
+    const bool shuffle = cfg.x_shuffle != 0 && S >= 2 && caps.min_subgroup_size == caps.max_subgroup_size &&
+                         spec.wg % S == 0;
     if (cfg.x_shuffle == 1 && !shuffle)
-      throw Error("matmul with x shared by subgroup shuffles requested but device '" + caps.name +
-                  "' lacks subgroup shuffles or the workgroup is not whole subgroups");
+      throw Error("matmul with x shared by subgroup shuffles requested but on device '" + caps.name +
+                  "' the workgroup is not whole subgroups of one size");
     spec.xs = shuffle ? S : 0;
     spec.xt = shuffle ? (2 * spec.bt + S - 1) / S : 1;
     auto bindings = weight_bindings(W, 3);
