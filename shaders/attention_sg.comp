@@ -58,8 +58,8 @@ layout(set = 0, binding = 0, std430) readonly buffer Q { float qin[]; } PAIRED(Q
 #if defined(KV_TEXEL) && defined(KV_F16)
 // f16 pairs through RGBA32UI texel views (8 values a texel; D % 8 == 0 and the bases are
 // multiples of 8, so rows start on a texel): half a texel per vec4.
-layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(k_tex_);
-layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(v_tex_);
+TEXEL_BINDING(1, k_tex)
+TEXEL_BINDING(2, v_tex)
 vec4 half4(uvec4 t, uint c) {
   const uvec2 w = (c & 1u) == 0u ? t.xy : t.zw;
   return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
@@ -69,8 +69,8 @@ vec4 load_v(uint e, uint c) { return half4(TEXEL_FETCH(v_tex, int(e / 8 + c / 2)
 #elif defined(KV_TEXEL)
 // K/V through RGBA32UI texel views (D % 4 == 0, so rows start on a texel): on CPU rasterizers a
 // texel fetch is one 16-byte gather per lane, a storage load a bounds-checked per-component loop.
-layout(set = 0, binding = 1) uniform usamplerBuffer PAIRED(k_tex_);
-layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(v_tex_);
+TEXEL_BINDING(1, k_tex)
+TEXEL_BINDING(2, v_tex)
 vec4 load_k(uint e, uint c) { return uintBitsToFloat(TEXEL_FETCH(k_tex, int(e / 4 + c))); }
 vec4 load_v(uint e, uint c) { return uintBitsToFloat(TEXEL_FETCH(v_tex, int(e / 4 + c))); }
 #elif defined(KV_F16)

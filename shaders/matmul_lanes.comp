@@ -72,13 +72,13 @@ uint xsrc_block[XB];
 #include "weights.glsl"
 
 #include "pair.glsl"
-layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+TEXEL_BINDING(2, x_tex)
 vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
 layout(set = 0, binding = 3, std430) buffer Y { float yout[]; } PAIRED(Y_);
 #define yout PAIR_AT(Y_).yout
 layout(set = 0, binding = 4, std430) readonly buffer Bias { float bias[]; } PAIRED(Bias_);
 #define bias PAIR_AT(Bias_).bias
-layout(set = 0, binding = 5) uniform usamplerBuffer PAIRED(g_tex_);  // NORM: the norm's weight (K,)
+TEXEL_BINDING(5, g_tex)  // NORM: the norm's weight (K,)
 vec4 load_g(uint i) { return uintBitsToFloat(TEXEL_FETCH(g_tex, int(i))); }
 
 layout(push_constant) uniform Push {

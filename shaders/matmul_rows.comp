@@ -15,7 +15,7 @@ layout(constant_id = 2) const uint BT = 8;  // activation rows per workgroup (gl
 
 #ifdef X_TEXEL
 #include "pair.glsl"
-layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+TEXEL_BINDING(2, x_tex)
 vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
 #else
 layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; } PAIRED(X_);

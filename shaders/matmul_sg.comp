@@ -21,7 +21,7 @@ layout(constant_id = 2) const uint BT = 4;  // activation rows per workgroup
 // x through a texel view too: on CPU rasterizers a storage load is a bounds-checked per-lane,
 // per-component loop, a texel fetch one gather of 16 bytes.
 #include "pair.glsl"
-layout(set = 0, binding = 2) uniform usamplerBuffer PAIRED(x_tex_);
+TEXEL_BINDING(2, x_tex)
 vec4 load_x(uint i) { return uintBitsToFloat(TEXEL_FETCH(x_tex, int(i))); }
 #else
 layout(set = 0, binding = 2, std430) readonly buffer X { vec4 x4[]; } PAIRED(X_);

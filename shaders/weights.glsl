@@ -57,7 +57,7 @@ uint w_index(uint row, uint e, uint per_row, uint rows) { return tile_index(row,
 #endif
 #include "pair.glsl"
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = W_BINDING) uniform usamplerBuffer PAIRED(w_tex_);
+TEXEL_BINDING(W_BINDING, w_tex)
 uvec4 load_w(uint texel) { return TEXEL_FETCH(w_tex, int(texel)); }
 #else
 layout(set = 0, binding = W_BINDING, std430) readonly buffer WBuf { uvec4 w_buf[]; } PAIRED(WBuf_);
@@ -73,7 +73,7 @@ uvec4 load_w(uint texel) { return w_buf[texel]; }
 // load of one float per block cost lavapipe more than the block's 32 quants (3.7 vs 1.5 ms at
 // 4096 x 4096).
 #ifdef WEIGHTS_TEXEL
-layout(set = 0, binding = W_BINDING + 1) uniform usamplerBuffer PAIRED(s_tex_);
+TEXEL_BINDING(W_BINDING + 1, s_tex)
 float load_scale(uint i) { return uintBitsToFloat(TEXEL_FETCH(s_tex, int(i / 4))[i % 4]); }
 #else
 layout(set = 0, binding = W_BINDING + 1, std430) readonly buffer WScales { float w_scale[]; } PAIRED(WScales_);

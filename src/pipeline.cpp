@@ -92,6 +92,9 @@ static void log_pipeline(const PipelineDesc& desc, double ms) {
     std::memcpy(&v, desc.spec.data() + i, 4);
     line += (i ? "," : "") + std::to_string(v);
   }
+  if (desc.pair_same | desc.pair_packed)
+    line += "\tpair " + std::to_string(desc.pair_same) + "," + std::to_string(desc.pair_packed) + "," +
+            std::to_string(desc.pair_delta);
   pipeline_log(line + "\n");
 }
 
@@ -135,7 +138,14 @@ Pipeline::Pipeline(Context& ctx, const PipelineDesc& desc, VkPipelineCache cache
 
   std::vector<VkSpecializationMapEntry> entries;
   for (uint32_t i = 0; i < desc.spec.size() / 4; ++i) entries.push_back({i, i * 4, 4});
-  VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), desc.spec.size(), desc.spec.data()};
+  std::vector<uint8_t> spec = desc.spec;
+  if (desc.array == 2) {  // shaders/pair.glsl's constants, after the kernel's own
+    for (uint32_t v : {desc.pair_same, desc.pair_packed, desc.pair_delta}) {
+      entries.push_back({kPairConstantId + uint32_t(entries.size() - desc.spec.size() / 4), uint32_t(spec.size()), 4});
+      spec.insert(spec.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+    }
+  }
+  VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), spec.size(), spec.data()};
 
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
@@ -223,7 +233,8 @@ PipelineCache::~PipelineCache() {
 const Pipeline& PipelineCache::get(const PipelineDesc& desc) {
   std::string key = desc.shader + "|" + std::to_string(desc.required_subgroup_size) + "|" +
                     std::to_string(desc.full_subgroups) + "|" + std::to_string(desc.push_size) + "|" +
-                    std::to_string(desc.array) + "|";
+                    std::to_string(desc.array) + "|" + std::to_string(desc.pair_same) + "," +
+                    std::to_string(desc.pair_packed) + "," + std::to_string(desc.pair_delta) + "|";
   for (auto t : desc.bindings) key += std::to_string(int(t)) + ",";
   key += "|";
   key.append(reinterpret_cast<const char*>(desc.spec.data()), desc.spec.size());

@@ -1,6 +1,10 @@
 #include "vkspec/sequence.hpp"
 
+#include <bit>
+#include <utility>
+
 #include "vkspec/context.hpp"
+#include "vkspec/pair_pack.hpp"
 #include "vkspec/step_state.h"
 
 namespace vkspec {
@@ -70,6 +74,7 @@ void Sequence::begin() {
   timed_ = 0;
   dispatches_ = 0;
   paired_ = 0;
+  single_fetch_ = 0;
   capturing_ = -1;
   labels_.clear();
   written_.clear();
@@ -128,7 +133,8 @@ void Sequence::dispatch(const Pipeline& p, std::span<const Binding> bindings, co
 }
 
 void Sequence::record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
-                      uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
+                      uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label,
+                      const VkBufferView* pair_views) {
   const auto& vk = ctx_.vk();
   const auto& types = p.desc().bindings;
   const uint32_t count = pair ? 2 : 1;
@@ -160,7 +166,7 @@ void Sequence::record(const Pipeline& p, const Binding* bindings, const Binding*
     for (uint32_t j = 0; j < count; ++j) {
       const Binding& b = j ? pair[i] : bindings[i];
       if (types[i] == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
-        views[i * count + j] = b.buffer->texel_view();
+        views[i * count + j] = pair_views && pair_views[i] ? pair_views[i] : b.buffer->texel_view();
       } else {
         VkDeviceSize range = b.range;
         if (range == VK_WHOLE_SIZE) range = b.buffer->size() - b.offset;
@@ -200,9 +206,10 @@ bool Sequence::capture(std::function<void()> run) {
   return true;
 }
 
-void Sequence::begin_pair() {
+void Sequence::begin_pair(const PairPack* pack) {
   if (capturing_ >= 0) throw Error("Sequence::begin_pair: already in a pair section");
   capturing_ = 0;
+  pack_ = pack;
   lists_[0].clear();
   lists_[1].clear();
 }
@@ -212,17 +219,21 @@ void Sequence::next_pair() {
   capturing_ = 1;
 }
 
-const Pipeline* Sequence::pair_pipeline(const Pipeline& p) {
+const Pipeline* Sequence::pair_pipeline(const Pipeline& p, uint32_t same, uint32_t packed, uint32_t delta) {
   if (!ctx_.caps().pair_dispatch || p.desc().array != 1) return nullptr;
-  auto it = pair_of_.find(&p);
+  const auto key = std::tuple{&p, same, packed, delta};
+  auto it = pair_of_.find(key);
   if (it != pair_of_.end()) return it->second;
   const Pipeline* q = nullptr;
   PipelineDesc d = p.desc();
   d.shader += "_pair";
   d.array = 2;
+  d.pair_same = same;
+  d.pair_packed = packed;
+  d.pair_delta = delta;
   // A pair doubles the kernel's descriptors: where that passes the device's limit, unpaired.
   if (has_shader(d.shader) && fits_stage_limits(ctx_.caps(), d)) q = &ctx_.pipelines().get(d);
-  pair_of_[&p] = q;
+  pair_of_[key] = q;
   return q;
 }
 
@@ -230,6 +241,7 @@ void Sequence::end_pair() {
   if (capturing_ != 1) throw Error("Sequence::end_pair: not capturing the second list of a pair section");
   capturing_ = -1;
   std::vector<Captured> a = std::move(lists_[0]), b = std::move(lists_[1]);
+  const PairPack* pack = std::exchange(pack_, nullptr);
   auto replay = [&](const Captured& c) {
     if (c.run) {
       c.run();
@@ -241,9 +253,25 @@ void Sequence::end_pair() {
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     if (i < a.size() && i < b.size() && a[i].p && a[i].p == b[i].p && a[i].push == b[i].push && a[i].g[0] == b[i].g[0] &&
         a[i].g[1] == b[i].g[1] && a[i].g[2] == 1 && b[i].g[2] == 1) {
-      if (const Pipeline* q = pair_pipeline(*a[i].p)) {
-        record(*q, a[i].bindings.data(), b[i].bindings.data(), a[i].bindings.size(), a[i].push.data(),
-               uint32_t(a[i].push.size()), a[i].g[0], a[i].g[1], 2, a[i].label);
+      // Texel bindings read from one descriptor where both heads' are the same buffer, or where
+      // the pack holds the two (shaders/pair.glsl).
+      const auto& types = a[i].p->desc().bindings;
+      const size_t n = a[i].bindings.size();
+      std::vector<VkBufferView> views(n, VK_NULL_HANDLE);
+      uint32_t same = 0, packed = 0;
+      for (size_t j = 0; j < n && j < 32; ++j) {
+        if (types[j] != VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) continue;
+        const VkBuffer x = a[i].bindings[j].buffer->handle(), y = b[i].bindings[j].buffer->handle();
+        if (x == y) {
+          same |= 1u << j;
+        } else if (pack && (views[j] = pack->view(x, y))) {
+          packed |= 1u << j;
+        }
+      }
+      if (const Pipeline* q = pair_pipeline(*a[i].p, same, packed, packed ? pack->delta() : 0)) {
+        record(*q, a[i].bindings.data(), b[i].bindings.data(), n, a[i].push.data(), uint32_t(a[i].push.size()),
+               a[i].g[0], a[i].g[1], 2, a[i].label, views.data());
+        single_fetch_ += uint32_t(std::popcount(same | packed));
         continue;
       }
     }

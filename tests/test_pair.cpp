@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "matmul_reference.hpp"
@@ -11,6 +12,7 @@
 #include "vk_fixture.hpp"
 #include "vkspec/engine.hpp"
 #include "vkspec/ops.hpp"
+#include "vkspec/pair_pack.hpp"
 
 using namespace vkspec;
 using namespace vkspec::test;
@@ -75,12 +77,17 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair section computes bit for bit what its tw
       const uint32_t N = 256 + 32 * (rng() % 3), K = 256, B = 1 + rng() % 6;
       KernelConfig cfg;
       cfg.matmul_rows = variant;
-      for (bool extra : {false, true}) {
+      // packed: the two weights copied into one buffer (PairPack), read at i + head·delta.
+      for (auto [extra, packed] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
         CAPTURE(variant);
         const std::string type = weight_type_name(t);
         CAPTURE(type);
         CAPTURE(extra);
+        CAPTURE(packed);
         Side a1(ctx, t, N, K, B, 1), b1(ctx, t, N, K, B, 2), a2(ctx, t, N, K, B, 1), b2(ctx, t, N, K, B, 2);
+        const std::vector<const DeviceWeight*> wa{&a2.w}, wb{&b2.w};
+        std::optional<PairPack> pack;
+        if (packed) pack.emplace(ctx, wa, wb);
         Sequence apart(ctx);
         apart.begin();
         a1.record(apart, N, K, B, cfg, extra);
@@ -88,7 +95,7 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair section computes bit for bit what its tw
         apart.run();
         Sequence paired(ctx);
         paired.begin();
-        paired.begin_pair();
+        paired.begin_pair(pack ? &*pack : nullptr);
         a2.record(paired, N, K, B, cfg, extra);
         paired.next_pair();
         b2.record(paired, N, K, B, cfg, false);
@@ -107,6 +114,14 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair section computes bit for bit what its tw
         const uint32_t want = !can ? 0 : extra ? 1 : 4;
         CHECK(paired.paired_count() == want);
         CHECK(paired.dispatch_count() + paired.paired_count() == apart.dispatch_count());
+        // Packed, a texel-path weight's data and scales (a 16-byte dummy but for q8_0) are buffer
+        // pairs of the pack, each read once by the paired matmul and embedding — and by the lanes
+        // matmul's norm-weight binding, which holds the scales when there is no norm to fold.
+        // Unpacked, no texel binding of these ops is one buffer for both sides.
+        const bool texel = a2.w.texel && can;
+        if (packed) CHECK(pack->packed() == 2u);
+        const uint32_t matmul_reads = variant == 3 ? 3 : 2;
+        CHECK(paired.single_fetch_bindings() == (packed && texel ? matmul_reads + (extra ? 0u : 2u) : 0u));
       }
     }
 }
@@ -133,6 +148,8 @@ TEST_CASE_FIXTURE(VkTest, "pair: two heads drafting in shared dispatches give th
     // cold run compiles only the unpaired ones here (this case took 445 s cold at budget 8).
     o.depth = 5, o.topk = 4, o.budget = 12;
     Engine paired(ctx, rig.model, &rig.head1, &rig.head2, o);
+    o.pack_pairs = false;
+    Engine unpacked(ctx, rig.model, &rig.head1, &rig.head2, o);
     o.pair_heads = false;
     Engine apart(ctx, rig.model, &rig.head1, &rig.head2, o);
     // Two prompts of 48 tokens: dozens of steps with multi-token commits per strategy. Four of
@@ -142,10 +159,21 @@ TEST_CASE_FIXTURE(VkTest, "pair: two heads drafting in shared dispatches give th
       const std::string name = strategy_name(s);
       CAPTURE(name);
       CAPTURE(i);
-      const GenerateStats p = paired.generate(rig.prompts[i], 48), a = apart.generate(rig.prompts[i], 48);
+      const GenerateStats p = paired.generate(rig.prompts[i], 48), a = apart.generate(rig.prompts[i], 48),
+                          u = unpacked.generate(rig.prompts[i], 48);
       CHECK(p.tokens == a.tokens);
       CHECK(p.accept_hist == a.accept_hist);  // the same drafts: the same accepted lengths, step by step
       CHECK(p.head_wins == a.head_wins);
+      CHECK(u.tokens == a.tokens);
+      CHECK(u.accept_hist == a.accept_hist);
+      CHECK(u.dispatches_per_step == p.dispatches_per_step);
+      // Where weights are texels, the packed engine reads each paired weight once: more bindings
+      // of one descriptor than the unpacked one, whose only such bindings are the verifier's
+      // weights both heads read (the LM head).
+      const bool texel = ctx.caps().quirks.weights_via_texel_buffer && ctx.caps().pair_dispatch;
+      CHECK((p.pair_pack_bytes > 0) == texel);
+      CHECK(u.pair_pack_bytes == 0);
+      if (texel) CHECK(p.single_fetch_per_step > u.single_fetch_per_step);
       CHECK(a.paired_per_step == 0);
       CHECK(p.dispatches_per_step + p.paired_per_step == a.dispatches_per_step);
       if (ctx.caps().pair_dispatch) {

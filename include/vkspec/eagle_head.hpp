@@ -92,6 +92,9 @@ class EagleHeadWeights {
   const std::vector<uint32_t>& tap_points() const { return taps_; }  // EAGLE-3: eagle3_tap_points
   // Device bytes (the verifier's embedding and lm_head, which the head reads, are not counted).
   uint64_t bytes() const;
+  // Every weight matrix of the head, by role in a fixed order (fc, qkv, o, gate|up, down, EAGLE-3's
+  // lm_head and embedding; a role the head lacks has no chunks): two heads' lists pair up (PairPack).
+  std::vector<const DeviceWeight*> device_weights() const { return {&fc_, &wqkv_, &wo_, &wgu_, &wdown_, &lm_head_, &embd_}; }
 
  private:
   friend class EagleHead;

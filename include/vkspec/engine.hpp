@@ -40,6 +40,10 @@ struct EngineOptions {
   // each op of a draft level runs once for both, the head index in the grid. Off: one head after
   // the other (the same drafts, more dispatches).
   bool pair_heads = true;
+  // With pair_heads, on devices that read weights through texel views: the two heads' weights
+  // copied into one buffer so that a paired dispatch fetches each weight once (PairPack; costs
+  // the heads' weight bytes once more, Engine::pair_pack_bytes). Off only to compare.
+  bool pack_pairs = true;
 };
 
 // What the tree kernels take (vkspec/tree_limits.h), as option ranges. Each head drafts a pool of
@@ -79,6 +83,8 @@ struct GenerateStats {
   bool stopped = false;              // ended on a stop token
   uint32_t dispatches_per_step = 0;
   uint32_t paired_per_step = 0;  // of those, PAIR dispatches doing both heads' op (EngineOptions::pair_heads)
+  uint32_t single_fetch_per_step = 0;  // their texel bindings read from one descriptor (EngineOptions::pack_pairs)
+  uint64_t pair_pack_bytes = 0;        // device bytes of the packed weights (PairPack), 0 without
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   // GPU time per step (time_kernels), without the first submission when others follow: that one
   // carries the driver's one-time costs (lavapipe compiles each pipeline at its first dispatch).

@@ -38,6 +38,9 @@ std::span<const uint8_t> spec_bytes(const Spec& s) {
   return {reinterpret_cast<const uint8_t*>(&s), sizeof(Spec)};
 }
 
+// The first of shaders/pair.glsl's specialization constants (PAIR_SAME, PAIR_PACKED, PAIR_DELTA).
+inline constexpr uint32_t kPairConstantId = 40;
+
 struct PipelineDesc {
   std::string shader;                        // variant name
   std::vector<VkDescriptorType> bindings;    // binding i of set 0
@@ -46,6 +49,9 @@ struct PipelineDesc {
   uint32_t required_subgroup_size = 0;       // 0: the driver's choice
   bool full_subgroups = false;               // require full subgroups (needs subgroup size control)
   uint32_t array = 1;                        // descriptors per binding: 2 for a PAIR variant (Sequence::begin_pair)
+  // A PAIR variant's constants 40-42 (shaders/pair.glsl): texel bindings read once, not through a
+  // branch over both descriptors. Bits by binding index; delta in texels.
+  uint32_t pair_same = 0, pair_packed = 0, pair_delta = 0;
 };
 
 // Whether the device lets one compute shader use the descriptors `d` declares (DeviceCaps'

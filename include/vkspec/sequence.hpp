@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -19,6 +21,7 @@
 namespace vkspec {
 
 class Context;
+class PairPack;
 
 // One descriptor of a dispatch. The access (read or write) drives barrier insertion.
 struct Binding {
@@ -84,10 +87,14 @@ class Sequence {
   // pipeline with the same push constants and a grid of one z layer, and the device has
   // DeviceCaps::pair_dispatch; otherwise A's command and then B's. Neither list may read what
   // the other writes.
-  void begin_pair();
+  // `pack`: the two heads' weights packed (PairPack): a texel binding found there is read from one
+  // descriptor (shaders/pair.glsl, PAIR_PACKED). It must outlive the recording.
+  void begin_pair(const PairPack* pack = nullptr);
   void next_pair();
   void end_pair();
   uint32_t paired_count() const { return paired_; }  // PAIR dispatches since begin()
+  // Texel bindings of those read from one descriptor (the same view twice, or PairPack's).
+  uint32_t single_fetch_bindings() const { return single_fetch_; }
   // Makes all prior writes visible to the next commands (normally automatic).
   void barrier();
 
@@ -123,9 +130,11 @@ class Sequence {
     std::function<void()> run;
   };
   // One dispatch; `pair` (optional) is B's bindings of a PAIR dispatch of `p`.
+  // `views` (optional, with `pair`): per binding, a texel view to bind as both descriptors.
   void record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
-              uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label);
-  const Pipeline* pair_pipeline(const Pipeline& p);
+              uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label,
+              const VkBufferView* views = nullptr);
+  const Pipeline* pair_pipeline(const Pipeline& p, uint32_t same, uint32_t packed, uint32_t delta);
   bool capture(std::function<void()> run);  // true: captured (in a pair section), not recorded
   void touch(VkBuffer b, bool write);
   bool hazard(VkBuffer b, bool write) const;
@@ -137,7 +146,9 @@ class Sequence {
   uint32_t max_timed_ = 0, timed_ = 0, dispatches_ = 0, paired_ = 0;
   int capturing_ = -1;  // the pair list being captured, -1 none
   std::vector<Captured> lists_[2];
-  std::unordered_map<const Pipeline*, const Pipeline*> pair_of_;
+  std::map<std::tuple<const Pipeline*, uint32_t, uint32_t, uint32_t>, const Pipeline*> pair_of_;
+  const PairPack* pack_ = nullptr;  // of the pair section being captured
+  uint32_t single_fetch_ = 0;
   bool recording_ = false, pending_ = false, replayable_ = false;
   Buffer recorded_args_, live_args_;  // replayable: (count, pad[3], gx gy gz per dispatch)
   std::vector<uint32_t> args_;

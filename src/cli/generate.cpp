@@ -28,6 +28,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"stopped", st.stopped},
                       {"dispatches_per_step", st.dispatches_per_step},
                       {"paired_dispatches_per_step", st.paired_per_step},
+                      {"paired_single_fetch_bindings_per_step", st.single_fetch_per_step},
                       {"nodes_per_step", st.nodes_per_step},
                       {"accept_hist", st.accept_hist},
                       {"temperature", s.engine.sampling.temperature},
@@ -43,6 +44,10 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
         {"both", st.head_wins[3] / n}};
   }
   j["memory"] = s.memory_json();
+  if (st.pair_pack_bytes) {
+    j["memory"]["pair_pack_bytes"] = st.pair_pack_bytes;
+    j["memory"]["total_bytes"] = j["memory"]["total_bytes"].get<uint64_t>() + st.pair_pack_bytes;
+  }
   if (s.engine.time_kernels)
   {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
@@ -166,7 +171,7 @@ static RegisterCommand reg{"generate",
                            "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--topk K|auto] [--depth D] [--heads H1,H2]"
                            " [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
-                           " [--steps-per-submit S] [--pair-heads on|off] [--stop IDS] [--ctx N] [--kv-type f16|f32]"
+                           " [--steps-per-submit S] [--pair-heads on|off|unpacked] [--stop IDS] [--ctx N] [--kv-type f16|f32]"
                            " [--batch-tiles even|pow2]",
                            run_generate};
 

@@ -118,8 +118,10 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   engine.topk = *std::max_element(topks.begin(), topks.end());
   engine.steps_per_submit = uint32_t(args.get_uint("steps-per-submit", 1));
   const std::string pair = args.get("pair-heads", "on");
-  if (pair != "on" && pair != "off") throw Error("--pair-heads must be on or off, got '" + pair + "'");
-  engine.pair_heads = pair == "on";
+  if (pair != "on" && pair != "off" && pair != "unpacked")
+    throw Error("--pair-heads must be on, off or unpacked, got '" + pair + "'");
+  engine.pair_heads = pair != "off";
+  engine.pack_pairs = pair == "on";  // unpacked: paired, each weight read through both heads' views
   for (const std::string& w : split_list(args.get("stop", ""), ',')) {
     uint32_t id = 0;
     if (!parse_id(w, id)) throw Error("--stop expects token ids separated by commas, got '" + w + "'");

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ops/common.hpp"
+#include "vkspec/pair_pack.hpp"
 #include "speculative/step_plan.hpp"
 
 namespace vkspec {
@@ -23,6 +24,7 @@ struct Engine::Parts {
   std::unique_ptr<Combiner> combiner;
   std::unique_ptr<StepPlan> plan;
   bool pair = false;  // PlanShape::pair
+  std::unique_ptr<PairPack> pack;  // PlanShape::pack
   DeviceTree root_tree;  // a root-only tree: what the prefill's first token is sampled through
   Buffer probs;          // (1, V) G's output for that draw
   Buffer path;           // its accepted path (the root alone)
@@ -130,7 +132,14 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     p.root_tree.head.upload(std::vector<uint32_t>{0});
   }
   p.pair = opts.pair_heads && heads.size() == 2 && heads[0] != heads[1];
-  PlanShape shape{opts.topk, draft_depth(), opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair};
+  // Where weights are read through texel views, a paired dispatch would fetch each weight texel
+  // from both heads' views (pair_pack.hpp): pack the two heads' weights so it fetches one.
+  if (p.pair && opts.pack_pairs && ctx.caps().quirks.weights_via_texel_buffer) {
+    const auto wa = heads[0]->weights()->device_weights(), wb = heads[1]->weights()->device_weights();
+    p.pack = std::make_unique<PairPack>(ctx, wa, wb);
+  }
+  PlanShape shape{opts.topk, draft_depth(), opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair,
+                  p.pack.get()};
   p.plan = std::make_unique<StepPlan>(ctx, *p.verifier, drafters, p.combiner.get(), shape, b);
   p.run = std::make_unique<Parts::Run>();
 }
@@ -167,7 +176,7 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
     a.logits_from = pass.rows - 1;
     a.hidden = !p.drafter_store.empty();
     p.verifier->forward(seq, a);
-    record_drafters(seq, p.plan_drafters, p.pair,
+    record_drafters(seq, p.plan_drafters, p.pair, p.pack.get(),
                     [&](Drafter& d) { d.record_prefill(seq, b, model_.hidden(), model_.taps(), pass.first, pass.rows); });
     last_row = pass.rows - 1;
   }
@@ -358,6 +367,8 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   st.host_cpu_us_per_step = st.steps ? cpu_us / st.steps : 0;
   st.dispatches_per_step = p.plan->dispatches();
   st.paired_per_step = p.plan->paired();
+  st.single_fetch_per_step = p.plan->single_fetch();
+  st.pair_pack_bytes = p.pack ? p.pack->bytes() : 0;
   st.nodes_per_step = p.plan->verify_nodes();
   if (submits && opts_.time_kernels) {  // the last step of each submission is the one timed
     st.timed_submissions = submits > 1 ? submits - 1 : 1;

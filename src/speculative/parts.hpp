@@ -84,13 +84,14 @@ class Drafter {
 
 // Records fn(d) for each drafter. Two drafters over distinct heads (`pair`) record as one pair
 // section (Sequence::begin_pair): each dispatch of one that matches the other's runs once for both.
+// `pack` (optional): the two heads' weights packed for such a section (PairPack).
 template <class F>
-void record_drafters(Sequence& seq, std::span<Drafter* const> drafters, bool pair, F&& fn) {
+void record_drafters(Sequence& seq, std::span<Drafter* const> drafters, bool pair, const PairPack* pack, F&& fn) {
   if (!pair || drafters.size() != 2) {
     for (Drafter* d : drafters) fn(*d);
     return;
   }
-  seq.begin_pair();
+  seq.begin_pair(pack);
   fn(*drafters[0]);
   seq.next_pair();
   fn(*drafters[1]);

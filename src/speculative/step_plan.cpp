@@ -69,7 +69,7 @@ void StepPlan::record_ar() {
 void StepPlan::record_tree() {
   const uint32_t V = verifier_.vocab(), N = n_verify_nodes_;
   // draft(): every drafter ingests what the last step accepted and drafts from the root y[t].
-  record_drafters(seq_, drafters_, shape_.pair, [&](Drafter& d) { d.record_step(seq_, b_); });
+  record_drafters(seq_, drafters_, shape_.pair, shape_.pack, [&](Drafter& d) { d.record_step(seq_, b_); });
   end_draft_ = seq_.dispatch_count();
   // combine(): route (seed 001 §5), merge (seed 000 §4), merge-trie, or one head's tree.
   // With tree_meta's inputs, and where it fits the verifier's embedding gather (MetaEmbed).

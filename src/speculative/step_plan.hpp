@@ -20,6 +20,7 @@ struct PlanShape {
   SamplingOptions sampler;
   bool timed = false;  // timestamps per dispatch (of the last step in a submission)
   bool pair = false;   // two drafters over distinct heads: record_drafters pairs them
+  const PairPack* pack = nullptr;  // with `pair`: their weights packed (Sequence::begin_pair)
 };
 
 class StepPlan {
@@ -35,6 +36,7 @@ class StepPlan {
   bool pending() const { return seq_.pending(); }
   uint32_t dispatches() const { return seq_.dispatch_count(); }
   uint32_t paired() const { return seq_.paired_count(); }  // PAIR dispatches among them
+  uint32_t single_fetch() const { return seq_.single_fetch_bindings(); }  // their texel bindings read once
   uint32_t verify_nodes() const { return n_verify_nodes_; }
   // GPU milliseconds of the last step by phase and by kernel (timed plans).
   struct Timing {
