@@ -17,6 +17,21 @@ Buffer::Buffer(Context& ctx, VkDeviceSize bytes, MemoryKind kind, bool uniform) 
   VKSPEC_VK(vk.vkCreateBuffer(ctx.device(), &bi, nullptr, &buffer_));
   VkMemoryRequirements req;
   vk.vkGetBufferMemoryRequirements(ctx.device(), buffer_, &req);
+  if (kind == MemoryKind::Device) {
+    Context::Placement at;
+    try {
+      at = ctx.place(buffer_, req);
+    } catch (...) {
+      vk.vkDestroyBuffer(ctx.device(), buffer_, nullptr);
+      buffer_ = VK_NULL_HANDLE;
+      throw;
+    }
+    if (at.memory) {  // bound into memory someone else owns (Context::set_placer): nothing to allocate
+      VKSPEC_VK(vk.vkBindBufferMemory(ctx.device(), buffer_, at.memory, at.offset));
+      if (at.mapped) mapped_ = static_cast<uint8_t*>(at.mapped) + at.offset;
+      return;
+    }
+  }
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -57,6 +72,7 @@ void Buffer::release() {
   if (!ctx_) return;
   const auto& vk = ctx_->vk();
   if (view_) vk.vkDestroyBufferView(ctx_->device(), view_, nullptr);
+  if (buffer_ && !memory_) ctx_->forget_placed(buffer_);  // before its handle can be reused
   if (buffer_) vk.vkDestroyBuffer(ctx_->device(), buffer_, nullptr);
   if (memory_) {
     vk.vkFreeMemory(ctx_->device(), memory_, nullptr);

@@ -461,6 +461,30 @@ Context::~Context() {
   if (owns_instance_) vkDestroyInstance(instance_, nullptr);
 }
 
+void Context::set_placer(Placer placer) {
+  placer_ = std::move(placer);
+  placer_thread_ = std::this_thread::get_id();
+}
+
+Context::Placement Context::place(VkBuffer b, const VkMemoryRequirements& req) {
+  if (!placer_ || std::this_thread::get_id() != placer_thread_) return {};
+  const Placement p = placer_(req);
+  std::lock_guard lock(placed_mutex_);
+  placed_[b] = p;
+  return p;
+}
+
+Context::Placement Context::placed_in(VkBuffer b) const {
+  std::lock_guard lock(placed_mutex_);
+  auto it = placed_.find(b);
+  return it == placed_.end() ? Placement{} : it->second;
+}
+
+void Context::forget_placed(VkBuffer b) {
+  std::lock_guard lock(placed_mutex_);
+  placed_.erase(b);
+}
+
 uint64_t Context::storage_range() const {
   if (storage_range_limit_ && storage_range_limit_ < caps_.max_storage_buffer_range) return storage_range_limit_;
   return caps_.max_storage_buffer_range;

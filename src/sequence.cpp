@@ -91,14 +91,24 @@ void Sequence::begin() {
   // submit's implicit host-write ordering; nothing to do here.
 }
 
+// A buffer placed in another's memory (PairPack's head states) is also part of that one, which a
+// PairPack view reads whole: a write to it is a write of the whole buffer for later reads through
+// such a view, and must wait for earlier ones.
 bool Sequence::hazard(VkBuffer b, bool write) const {
   // RAW / WAW: anything touching a buffer written since the last barrier.
   if (written_.count(b)) return true;
   // WAR: writing a buffer someone read since the last barrier.
-  return write && read_.count(b);
+  if (!write) return false;
+  if (read_.count(b)) return true;
+  const VkBuffer whole = ctx_.placed_in(b).in;
+  return whole && read_.count(whole);
 }
 
-void Sequence::touch(VkBuffer b, bool write) { (write ? written_ : read_).insert(b); }
+void Sequence::touch(VkBuffer b, bool write) {
+  (write ? written_ : read_).insert(b);
+  if (write)
+    if (const VkBuffer whole = ctx_.placed_in(b).in) written_.insert(whole);
+}
 
 void Sequence::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -134,16 +144,18 @@ void Sequence::dispatch(const Pipeline& p, std::span<const Binding> bindings, co
 
 void Sequence::record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
                       uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label,
-                      const VkBufferView* pair_views) {
+                      const VkBufferView* pair_views, VkBuffer pack_read) {
   const auto& vk = ctx_.vk();
   const auto& types = p.desc().bindings;
   const uint32_t count = pair ? 2 : 1;
   bool need = replayable_ && &p != gate_pipeline_ && hazard(live_args_.handle(), false);
   for (const Binding* list : {bindings, pair})
     for (size_t i = 0; list && i < n; ++i) need |= hazard(list[i].buffer->handle(), list[i].write);
+  if (pack_read) need |= hazard(pack_read, false);
   if (need) barrier();
   for (const Binding* list : {bindings, pair})
     for (size_t i = 0; list && i < n; ++i) touch(list[i].buffer->handle(), list[i].write);
+  if (pack_read) touch(pack_read, false);
   if (replayable_ && &p != gate_pipeline_) touch(live_args_.handle(), false);
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
@@ -270,7 +282,7 @@ void Sequence::end_pair() {
       }
       if (const Pipeline* q = pair_pipeline(*a[i].p, same, packed, packed ? pack->delta() : 0)) {
         record(*q, a[i].bindings.data(), b[i].bindings.data(), n, a[i].push.data(), uint32_t(a[i].push.size()),
-               a[i].g[0], a[i].g[1], 2, a[i].label, views.data());
+               a[i].g[0], a[i].g[1], 2, a[i].label, views.data(), packed ? pack->buffer().handle() : VK_NULL_HANDLE);
         single_fetch_ += uint32_t(std::popcount(same | packed));
         continue;
       }

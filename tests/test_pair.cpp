@@ -126,6 +126,56 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair section computes bit for bit what its tw
     }
 }
 
+TEST_CASE_FIXTURE(VkTest, "pair: a pack places each side's state at one distance, usable, and refuses a state past its share") {
+  const std::vector<uint64_t> sizes{1000, 4096, 70000, 16};
+  const uint64_t share = 256 * 1024;
+  std::vector<Buffer> side[2];
+  std::vector<Buffer> host;
+  const uint64_t before = ctx.allocated_bytes();
+  PairPack pack(ctx, {}, {}, share, [&](int s) {
+    for (uint64_t n : sizes) side[s].emplace_back(ctx, n);
+    host.emplace_back(ctx, 64, MemoryKind::Host);  // host memory is never placed
+  });
+  // The placed buffers allocate nothing of their own: only the pack (and the two host buffers).
+  CHECK(ctx.allocated_bytes() - before == pack.bytes() + host[0].size() + host[1].size());
+  CHECK(pack.bytes() >= 2 * share);
+  CHECK(host[0].memory() != VK_NULL_HANDLE);
+  const uint64_t distance = uint64_t(pack.delta()) * 16;
+  CHECK(distance * 2 == pack.bytes());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CAPTURE(i);
+    const Context::Placement a = ctx.placed_in(side[0][i].handle()), b = ctx.placed_in(side[1][i].handle());
+    CHECK(side[0][i].memory() == VK_NULL_HANDLE);
+    CHECK(a.in == pack.buffer().handle());
+    CHECK(b.in == pack.buffer().handle());
+    CHECK(b.offset == a.offset + distance);
+    if (i) CHECK(a.offset >= ctx.placed_in(side[0][i - 1].handle()).offset + side[0][i - 1].size());  // no overlap
+    CHECK(pack.view(side[0][i].handle(), side[1][i].handle()) != VK_NULL_HANDLE);
+    CHECK(pack.view(side[1][i].handle(), side[0][i].handle()) == VK_NULL_HANDLE);  // B first: not a pair
+    CHECK(pack.view(side[0][i].handle(), side[1][(i + 1) % sizes.size()].handle()) == VK_NULL_HANDLE);
+  }
+  CHECK(pack.packed() == sizes.size());
+  // Data written through a placed buffer is the pack's at its placement, and the other side's is
+  // untouched.
+  std::vector<uint32_t> xa(70000 / 4), xb(70000 / 4);
+  for (size_t k = 0; k < xa.size(); ++k) xa[k] = uint32_t(k * 2654435761u), xb[k] = ~xa[k];
+  side[0][2].upload(xa);
+  side[1][2].upload(xb);
+  CHECK(side[0][2].read<uint32_t>(xa.size()) == xa);
+  CHECK(side[1][2].read<uint32_t>(xb.size()) == xb);
+  const uint64_t at = ctx.placed_in(side[0][2].handle()).offset;
+  CHECK(pack.buffer().read<uint32_t>(xa.size(), at) == xa);
+  CHECK(pack.buffer().read<uint32_t>(xb.size(), at + distance) == xb);
+  // Past the share (a side is rounded up to whole kMaxPlacedAlignment): refused naming the bytes
+  // set aside, and the placer is gone afterwards.
+  std::vector<Buffer> big;
+  CHECK_THROWS_WITH_AS(PairPack(ctx, {}, {}, 4096, [&](int) { big.emplace_back(ctx, 2 * PairPack::kMaxPlacedAlignment); }),
+                       doctest::Contains("does not fit the 4096 bytes the pair pack sets aside"), Error);
+  Buffer after(ctx, 8192);
+  CHECK(after.memory() != VK_NULL_HANDLE);
+  CHECK(ctx.placed_in(after.handle()).in == VK_NULL_HANDLE);
+}
+
 TEST_CASE_FIXTURE(VkTest, "pair: a section out of order is refused") {
   Sequence seq(ctx);
   seq.begin();

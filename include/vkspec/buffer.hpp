@@ -1,4 +1,5 @@
-// Device buffers: one VkBuffer + one allocation, move-only, with upload/readback.
+// Device buffers: one VkBuffer + one allocation (or a place in another's: Context::set_placer),
+// move-only, with upload/readback.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,8 @@ class Buffer {
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
   // Host pointer when the memory is host-visible and coherent, else nullptr.
   void* mapped() const { return mapped_; }
+  // Its own allocation; VK_NULL_HANDLE for a buffer placed in another's (Context::set_placer).
+  VkDeviceMemory memory() const { return memory_; }
 
   // Synchronous copies (setup and tests; the step loop never calls these). They go through a
   // staging buffer unless the memory is mapped. The caller must not have GPU work in flight

@@ -7,9 +7,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <volk.h>
@@ -221,6 +224,28 @@ class Context {
   uint64_t allocated_bytes() const { return allocated_bytes_; }
   void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
 
+  // Where a device Buffer is bound when it does not allocate memory of its own: at `offset` of
+  // `memory`, which `in` (a buffer over all of that memory) covers; `mapped` is that memory's host
+  // pointer, or nullptr.
+  struct Placement {
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkDeviceSize offset = 0;
+    VkBuffer in = VK_NULL_HANDLE;
+    void* mapped = nullptr;
+  };
+  // While a placer is set, MemoryKind::Device Buffers created on the setting thread ask it where
+  // to bind (the buffer's memory requirements) instead of allocating; it throws where it cannot
+  // place one. PairPack places two heads' states this way. An empty function unsets it.
+  using Placer = std::function<Placement(const VkMemoryRequirements&)>;
+  void set_placer(Placer placer);
+  // Called by Buffer for its new buffer `b`: where to bind it (kept for placed_in), or a
+  // Placement with no memory when `b` allocates its own.
+  Placement place(VkBuffer b, const VkMemoryRequirements& req);
+  // The placement of buffer `b`, kept while it lives (memory null if `b` has its own memory):
+  // what reads through a view over the placement's `in` touch (Sequence's barriers).
+  Placement placed_in(VkBuffer b) const;
+  void forget_placed(VkBuffer b);
+
  private:
   void init_device(const ContextOptions& opts, bool own);
   void one_shot_begin(VkCommandBuffer& cb);
@@ -247,6 +272,10 @@ class Context {
   ContextOptions::QueueLock queue_lock_;
   uint64_t host_waits_ = 0;
   std::atomic<uint64_t> allocated_bytes_{0};
+  Placer placer_;
+  std::thread::id placer_thread_;
+  mutable std::mutex placed_mutex_;
+  std::unordered_map<VkBuffer, Placement> placed_;
   std::unique_ptr<PipelineCache> pipelines_;
   std::mutex messages_mutex_;
   std::vector<std::string> messages_;

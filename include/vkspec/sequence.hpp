@@ -87,8 +87,8 @@ class Sequence {
   // pipeline with the same push constants and a grid of one z layer, and the device has
   // DeviceCaps::pair_dispatch; otherwise A's command and then B's. Neither list may read what
   // the other writes.
-  // `pack`: the two heads' weights packed (PairPack): a texel binding found there is read from one
-  // descriptor (shaders/pair.glsl, PAIR_PACKED). It must outlive the recording.
+  // `pack`: the two heads' weights (and states) packed (PairPack): a texel binding found there is
+  // read from one descriptor (shaders/pair.glsl, PAIR_PACKED). It must outlive the recording.
   void begin_pair(const PairPack* pack = nullptr);
   void next_pair();
   void end_pair();
@@ -130,10 +130,11 @@ class Sequence {
     std::function<void()> run;
   };
   // One dispatch; `pair` (optional) is B's bindings of a PAIR dispatch of `p`.
-  // `views` (optional, with `pair`): per binding, a texel view to bind as both descriptors.
+  // `views` (optional, with `pair`): per binding, a texel view to bind as both descriptors;
+  // `pack_read`: the buffer those views read (PairPack::buffer), read as a whole.
   void record(const Pipeline& p, const Binding* bindings, const Binding* pair, size_t n, const void* push,
               uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label,
-              const VkBufferView* views = nullptr);
+              const VkBufferView* views = nullptr, VkBuffer pack_read = VK_NULL_HANDLE);
   const Pipeline* pair_pipeline(const Pipeline& p, uint32_t same, uint32_t packed, uint32_t delta);
   bool capture(std::function<void()> run);  // true: captured (in a pair section), not recorded
   void touch(VkBuffer b, bool write);

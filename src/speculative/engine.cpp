@@ -17,6 +17,10 @@ namespace vkspec {
 using namespace speculative;
 
 struct Engine::Parts {
+  // Declared first, so destroyed last: the pack, then the heads whose states it holds, outlive the
+  // drafters and the plan that use them.
+  std::unique_ptr<PairPack> pack;  // PlanShape::pack
+  std::unique_ptr<EagleHead> pack_heads[2];  // with a pack: the two heads over the same weights, their states in it
   StepBuffers buffers;
   std::unique_ptr<Verifier> verifier;
   std::vector<std::unique_ptr<Drafter>> drafter_store;
@@ -24,7 +28,6 @@ struct Engine::Parts {
   std::unique_ptr<Combiner> combiner;
   std::unique_ptr<StepPlan> plan;
   bool pair = false;  // PlanShape::pair
-  std::unique_ptr<PairPack> pack;  // PlanShape::pack
   DeviceTree root_tree;  // a root-only tree: what the prefill's first token is sampled through
   Buffer probs;          // (1, V) G's output for that draw
   Buffer path;           // its accepted path (the root alone)
@@ -115,6 +118,25 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   }
   p.verifier = std::make_unique<Verifier>(model);
   p.combiner = std::move(combiner);
+  p.pair = opts.pair_heads && heads.size() == 2 && heads[0] != heads[1];
+  // Where weights and states are read through texel views, a paired dispatch would fetch each
+  // texel from both heads' views (pair_pack.hpp): pack the two heads' weights, and make the heads
+  // the drafters use anew over the same weights with their states in the pack, so it fetches one.
+  if (p.pair && opts.pack_pairs && ctx.caps().quirks.weights_via_texel_buffer) {
+    const auto wa = heads[0]->weights()->device_weights(), wb = heads[1]->weights()->device_weights();
+    uint64_t state = 0;
+    for (EagleHead* h : heads) {
+      const StateBytes sb = head_state_bytes(h->config(), h->capacity(), h->max_rows(), h->kv_type());
+      state = std::max(state, sb.kv + sb.scratch);
+    }
+    // Each placed buffer may start at its alignment: room for that per buffer (a dozen a state).
+    state += 16 * PairPack::kMaxPlacedAlignment;
+    p.pack = std::make_unique<PairPack>(ctx, wa, wb, state, [&](int side) {
+      const EagleHead& h = *heads[size_t(side)];
+      p.pack_heads[side] = std::make_unique<EagleHead>(h.weights(), model, h.capacity(), h.max_rows());
+    });
+    heads = {p.pack_heads[0].get(), p.pack_heads[1].get()};
+  }
   std::vector<Drafter*> drafters;
   for (size_t i = 0; i < heads.size(); ++i) {
     DraftShape ds{opts.topk, draft_depth(), opts.budget, uint32_t(i + 1)};
@@ -130,13 +152,6 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     p.root_tree.parent.upload(std::vector<int32_t>{-1});
     p.root_tree.token.upload(std::vector<uint32_t>{0});
     p.root_tree.head.upload(std::vector<uint32_t>{0});
-  }
-  p.pair = opts.pair_heads && heads.size() == 2 && heads[0] != heads[1];
-  // Where weights are read through texel views, a paired dispatch would fetch each weight texel
-  // from both heads' views (pair_pack.hpp): pack the two heads' weights so it fetches one.
-  if (p.pair && opts.pack_pairs && ctx.caps().quirks.weights_via_texel_buffer) {
-    const auto wa = heads[0]->weights()->device_weights(), wb = heads[1]->weights()->device_weights();
-    p.pack = std::make_unique<PairPack>(ctx, wa, wb);
   }
   PlanShape shape{opts.topk, draft_depth(), opts.budget, sampling(), opts.sampling, opts.time_kernels, p.pair,
                   p.pack.get()};
