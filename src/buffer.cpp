@@ -1,5 +1,6 @@
 #include "vkspec/buffer.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "vkspec/context.hpp"
@@ -116,16 +117,25 @@ void Buffer::download(void* dst, size_t bytes, size_t offset) const {
 
 VkBufferView Buffer::texel_view() const {
   if (view_) return view_;
-  if (size_ / 16 > ctx_->caps().max_texel_buffer_elements)
+  view_ = make_texel_view(0, size_);
+  if (!view_)
     throw Error("buffer of " + std::to_string(size_) + " bytes exceeds maxTexelBufferElements (" +
                 std::to_string(ctx_->caps().max_texel_buffer_elements) + " texels)");
+  return view_;
+}
+
+VkBufferView Buffer::make_texel_view(VkDeviceSize offset, VkDeviceSize range) const {
+  const DeviceCaps& caps = ctx_->caps();
+  if (range / 16 > caps.max_texel_buffer_elements) return VK_NULL_HANDLE;
+  if (offset % std::max<uint64_t>(1, caps.min_texel_buffer_offset_alignment)) return VK_NULL_HANDLE;
   VkBufferViewCreateInfo vi{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
   vi.buffer = buffer_;
   vi.format = VK_FORMAT_R32G32B32A32_UINT;
-  vi.offset = 0;
-  vi.range = size_;
-  VKSPEC_VK(ctx_->vk().vkCreateBufferView(ctx_->device(), &vi, nullptr, &view_));
-  return view_;
+  vi.offset = offset;
+  vi.range = range;
+  VkBufferView v;
+  VKSPEC_VK(ctx_->vk().vkCreateBufferView(ctx_->device(), &vi, nullptr, &v));
+  return v;
 }
 
 }  // namespace vkspec

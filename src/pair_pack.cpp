@@ -47,8 +47,9 @@ PairPack::PairPack(Context& ctx, std::span<const DeviceWeight* const> a, std::sp
         ctx.vk().vkCmdCopyBuffer(cb, pairs[i].second->handle(), buf_.handle(), 1, &rb);
       }
     });
+  // A view past the device's view size or texel alignment is not made: that pair keeps the branch.
   for (size_t i = 0; i < pairs.size(); ++i)
-    if (VkBufferView v = make_view(offsets[i], half_ + pairs[i].second->size()))
+    if (VkBufferView v = buf_.make_texel_view(offsets[i], half_ + pairs[i].second->size()))
       views_[pairs[i].first->handle()] = {pairs[i].second->handle(), v};
   if (!make_state) return;
   // Each side's state, bound from state_at of its half on. Buffers created with the same usage
@@ -63,7 +64,7 @@ PairPack::PairPack(Context& ctx, std::span<const DeviceWeight* const> a, std::sp
                     std::to_string(req.alignment) + ") does not fit the " + std::to_string(state_bytes) +
                     " bytes the pair pack sets aside for a head's state");
       next = at + req.size;
-      return Context::Placement{buf_.memory(), at, buf_.handle(), buf_.mapped()};
+      return Context::Placement{buf_.memory(), at, req.size, buf_.handle(), buf_.mapped()};
     });
     try {
       make_state(side);
@@ -79,29 +80,13 @@ PairPack::~PairPack() {
   for (auto& [a, e] : views_) ctx_.vk().vkDestroyBufferView(ctx_.device(), e.view, nullptr);
 }
 
-VkBufferView PairPack::make_view(uint64_t offset, uint64_t range) const {
-  // Past the device's view size or off its texel alignment: this pair keeps the branch.
-  if (range / 16 > ctx_.caps().max_texel_buffer_elements) return VK_NULL_HANDLE;
-  if (offset % std::max<uint64_t>(1, ctx_.caps().min_texel_buffer_offset_alignment)) return VK_NULL_HANDLE;
-  VkBufferViewCreateInfo vi{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
-  vi.buffer = buf_.handle();
-  vi.format = VK_FORMAT_R32G32B32A32_UINT;
-  vi.offset = offset;
-  vi.range = range;
-  VkBufferView v;
-  VKSPEC_VK(ctx_.vk().vkCreateBufferView(ctx_.device(), &vi, nullptr, &v));
-  return v;
-}
-
 VkBufferView PairPack::view(VkBuffer a, VkBuffer b) const {
   auto it = views_.find(a);
   if (it != views_.end()) return it->second.b == b ? it->second.view : VK_NULL_HANDLE;
   // Two placed buffers, B's one side on from A's.
   const Context::Placement pa = ctx_.placed_in(a), pb = ctx_.placed_in(b);
   if (!buf_ || pa.in != buf_.handle() || pb.in != buf_.handle() || pb.offset != pa.offset + half_) return VK_NULL_HANDLE;
-  VkMemoryRequirements req;
-  ctx_.vk().vkGetBufferMemoryRequirements(ctx_.device(), b, &req);
-  const VkBufferView v = make_view(pa.offset, (half_ + req.size) / 16 * 16);
+  const VkBufferView v = buf_.make_texel_view(pa.offset, (half_ + pb.size) / 16 * 16);
   if (v) views_[a] = {b, v};
   return v;
 }

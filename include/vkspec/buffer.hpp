@@ -61,6 +61,10 @@ class Buffer {
   // A uniform texel buffer view of the whole buffer as RGBA32UI (16-byte texels), created on
   // first use. Used for weights on devices where texel fetches beat storage loads.
   VkBufferView texel_view() const;
+  // A new RGBA32UI view of `range` bytes from `offset` (the caller destroys it), or
+  // VK_NULL_HANDLE where the device cannot view that: past maxTexelBufferElements, or an offset
+  // off minTexelBufferOffsetAlignment.
+  VkBufferView make_texel_view(VkDeviceSize offset, VkDeviceSize range) const;
 
  private:
   void release();

@@ -224,12 +224,12 @@ class Context {
   uint64_t allocated_bytes() const { return allocated_bytes_; }
   void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
 
-  // Where a device Buffer is bound when it does not allocate memory of its own: at `offset` of
-  // `memory`, which `in` (a buffer over all of that memory) covers; `mapped` is that memory's host
-  // pointer, or nullptr.
+  // Where a device Buffer is bound when it does not allocate memory of its own: `size` bytes at
+  // `offset` of `memory`, which `in` (a buffer over all of that memory) covers; `mapped` is that
+  // memory's host pointer, or nullptr.
   struct Placement {
     VkDeviceMemory memory = VK_NULL_HANDLE;
-    VkDeviceSize offset = 0;
+    VkDeviceSize offset = 0, size = 0;
     VkBuffer in = VK_NULL_HANDLE;
     void* mapped = nullptr;
   };

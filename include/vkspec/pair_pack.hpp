@@ -67,7 +67,6 @@ class PairPack {
     VkBufferView view;
   };
   mutable std::unordered_map<VkBuffer, Entry> views_;  // by A's buffer; placed pairs added on first use
-  VkBufferView make_view(uint64_t offset, uint64_t range) const;
 };
 
 }  // namespace vkspec
