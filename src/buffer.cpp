@@ -33,6 +33,12 @@ Buffer::Buffer(Context& ctx, VkDeviceSize bytes, MemoryKind kind, bool uniform) 
       return;
     }
   }
+  if (req.size > ctx.caps().max_allocation_bytes) {
+    vk.vkDestroyBuffer(ctx.device(), buffer_, nullptr);
+    buffer_ = VK_NULL_HANDLE;
+    throw Error("a buffer of " + std::to_string(req.size) + " bytes is past the largest allocation '" + ctx.caps().name +
+                "' allows (maxMemoryAllocationSize " + std::to_string(ctx.caps().max_allocation_bytes) + " bytes)");
+  }
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;

@@ -76,13 +76,15 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
   VkPhysicalDeviceSubgroupSizeControlProperties ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &sub;
   sub.pNext = &drv;
+  drv.pNext = &m3;
   VkPhysicalDeviceProperties basic;
   vkGetPhysicalDeviceProperties(pd, &basic);
   const bool has_ssc = basic.apiVersion >= VK_API_VERSION_1_3 || has_extension(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-  if (has_ssc) drv.pNext = &ssc;
+  if (has_ssc) m3.pNext = &ssc;
   vkGetPhysicalDeviceProperties2(pd, &props);
   const VkPhysicalDeviceLimits& lim = props.properties.limits;
 
@@ -130,6 +132,7 @@ DeviceCaps query_caps(VkPhysicalDevice pd, int family) {
   c.max_storage_buffer_range = lim.maxStorageBufferRange;
   c.max_uniform_buffer_range = lim.maxUniformBufferRange;
   c.max_texel_buffer_elements = lim.maxTexelBufferElements;
+  c.max_allocation_bytes = m3.maxMemoryAllocationSize;
   c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
   for (int i = 0; i < 3; ++i) {
     c.max_workgroup_size[i] = lim.maxComputeWorkGroupSize[i];
@@ -356,6 +359,8 @@ void Context::init_device(const ContextOptions& opts, bool own) {
   caps_ = query_caps(physical_, int(queue_family_));
   if (!own) caps_.pair_dispatch = false;  // an application's device: which features it enabled is unknown
   storage_range_limit_ = opts.storage_range_limit;
+  if (opts.allocation_limit && opts.allocation_limit < caps_.max_allocation_bytes)
+    caps_.max_allocation_bytes = opts.allocation_limit;
   batch_tiles_ = opts.batch_tiles;
   if (opts.stage_storage_buffers_limit && opts.stage_storage_buffers_limit < caps_.max_stage_storage_buffers)
     caps_.max_stage_storage_buffers = opts.stage_storage_buffers_limit;

@@ -279,3 +279,46 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pair past the device's descriptor limit runs 
     CHECK(msgs.empty());
   }
 }
+
+TEST_CASE_FIXTURE(VkTest, "pair: a pack past the device's largest allocation is refused by name and the heads run unpacked") {
+  // Merge at a small tree: the pack holds both heads' weight copies and states. On a device whose
+  // maxMemoryAllocationSize is one byte short of it, the engine must still run, paired but
+  // unpacked, with ar's tokens, and say why; a buffer past the limit is refused by name.
+  EngineOptions o;
+  o.strategy = Strategy::Merge;
+  o.depth = 3, o.topk = 1, o.budget = 3;
+  GenerateStats full, ar;
+  {
+    DemoRig rig(ctx);
+    full = Engine(ctx, rig.model, &rig.head1, &rig.head2, o).generate(rig.prompts[2], 40);
+    EngineOptions a;
+    a.strategy = Strategy::AR;
+    ar = Engine(ctx, rig.model, nullptr, nullptr, a).generate(rig.prompts[2], 40);
+  }
+  CHECK(full.tokens == ar.tokens);
+  CHECK(full.pair_pack_refused.empty());
+  const bool packs = ctx.caps().quirks.weights_via_texel_buffer && ctx.caps().pair_dispatch;
+  if (!packs) {
+    CHECK(full.pair_pack_bytes == 0);
+    MESSAGE("not run: this device reads weights through storage buffers, so no pack is made to refuse");
+    return;
+  }
+  REQUIRE(full.pair_pack_bytes > 0);
+  ContextOptions co = test_context_options();
+  co.allocation_limit = full.pair_pack_bytes - 1;
+  Context small(co);
+  REQUIRE(small.caps().max_allocation_bytes == full.pair_pack_bytes - 1);
+  CHECK_THROWS_WITH_AS(Buffer(small, full.pair_pack_bytes), doctest::Contains("maxMemoryAllocationSize"), Error);
+  {
+    DemoRig rig(small);
+    const GenerateStats g = Engine(small, rig.model, &rig.head1, &rig.head2, o).generate(rig.prompts[2], 40);
+    CHECK(g.tokens == ar.tokens);
+    CHECK(g.accept_hist == full.accept_hist);
+    CHECK(g.pair_pack_bytes == 0);
+    CHECK(g.pair_pack_refused.find("maxMemoryAllocationSize") != std::string::npos);
+    CHECK(g.paired_per_step == full.paired_per_step);  // still paired
+    CHECK(g.single_fetch_per_step < full.single_fetch_per_step);  // but each head's weights fetched apart
+  }
+  const std::vector<std::string> msgs = small.take_validation_messages();
+  CHECK(msgs.empty());
+}

@@ -56,6 +56,8 @@ struct DeviceCaps {
   uint64_t max_storage_buffer_range = 1ull << 27;
   uint64_t max_uniform_buffer_range = 16384;
   uint64_t max_texel_buffer_elements = 65536;
+  // maxMemoryAllocationSize: a Buffer larger than this is refused by name before the driver is asked.
+  uint64_t max_allocation_bytes = 1ull << 30;
   uint32_t max_workgroup_invocations = 128;
   std::array<uint32_t, 3> max_workgroup_size{128, 1, 1};
   std::array<uint32_t, 3> max_workgroup_count{65535, 65535, 65535};
@@ -123,6 +125,8 @@ struct ContextOptions {
   uint64_t storage_range_limit = 0;
   // Test hook: pretend maxPerStageDescriptorStorageBuffers is this (0 = the device's).
   uint32_t stage_storage_buffers_limit = 0;
+  // Test hook: pretend maxMemoryAllocationSize is this many bytes (0 = the device's).
+  uint64_t allocation_limit = 0;
   // When vkspec creates the device: the queue's priority (0..1) and, where the device offers
   // VK_KHR/EXT_global_priority, a system-wide priority (a VkQueueGlobalPriorityKHR value, 0 =
   // don't ask). A global priority the system refuses (VK_ERROR_NOT_PERMITTED) falls back to none.

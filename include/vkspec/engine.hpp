@@ -43,7 +43,9 @@ struct EngineOptions {
   // With pair_heads, on devices that read weights through texel views: the two heads' weights
   // copied into one buffer, and the heads' states made in it, so that a paired dispatch fetches
   // each texel once (PairPack; costs the heads' weight bytes and a state each once more,
-  // GenerateStats::pair_pack_bytes). Off only to compare.
+  // GenerateStats::pair_pack_bytes). Off only to compare. A pack the device cannot hold (an
+  // allocation past its limits or memory) is not an error: the heads run paired but unpacked,
+  // and GenerateStats::pair_pack_refused says why.
   bool pack_pairs = true;
 };
 
@@ -86,6 +88,7 @@ struct GenerateStats {
   uint32_t paired_per_step = 0;  // of those, PAIR dispatches doing both heads' op (EngineOptions::pair_heads)
   uint32_t single_fetch_per_step = 0;  // their texel bindings read from one descriptor (EngineOptions::pack_pairs)
   uint64_t pair_pack_bytes = 0;        // device bytes of the pack (PairPack: weight copies, head states), 0 without
+  std::string pair_pack_refused;       // why a pack asked for (pack_pairs) was not made; "" otherwise
   uint32_t nodes_per_step = 0;  // verified tree nodes incl. root
   // GPU time per step (time_kernels), without the first submission when others follow: that one
   // carries the driver's one-time costs (lavapipe compiles each pipeline at its first dispatch).

@@ -40,6 +40,7 @@ nlohmann::json caps_json(const DeviceCaps& c) {
           {"max_storage_buffer_range", c.max_storage_buffer_range},
           {"max_uniform_buffer_range", c.max_uniform_buffer_range},
           {"max_texel_buffer_elements", c.max_texel_buffer_elements},
+          {"max_allocation_bytes", c.max_allocation_bytes},
           {"max_workgroup_invocations", c.max_workgroup_invocations},
           {"timestamp_period_ns", c.timestamp_period_ns},
           {"device_local_bytes", c.device_local_bytes},

@@ -48,6 +48,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
     j["memory"]["pair_pack_bytes"] = st.pair_pack_bytes;
     j["memory"]["total_bytes"] = j["memory"]["total_bytes"].get<uint64_t>() + st.pair_pack_bytes;
   }
+  if (!st.pair_pack_refused.empty()) j["memory"]["pair_pack_refused"] = st.pair_pack_refused;
   if (s.engine.time_kernels)
   {
     j["gpu_ms_per_step"] = {{"draft", st.draft_ms}, {"verify", st.verify_ms}, {"commit", st.commit_ms}};
@@ -148,6 +149,8 @@ static int run_generate(const std::vector<std::string>& argv) {
   };
   if (!json && dec) std::fputs(s.decode(ids).c_str(), stdout);
   GenerateStats st = engine.generate(ids, n, stream);
+  if (!st.pair_pack_refused.empty())
+    std::fprintf(stderr, "warning: the heads run paired but unpacked (no pair pack: %s)\n", st.pair_pack_refused.c_str());
   if (json) {
     nlohmann::json j = stats_json(st, s);
     if (!auto_json.is_null()) {

@@ -217,6 +217,8 @@ uint64_t chunk_rows(const Context& ctx, bool texel, WeightType type, uint32_t K)
   const uint64_t row_bytes = row_bytes_of(type, K), slack = raw ? kRawSlack : 0;
   uint64_t limit = texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
   limit = std::min(limit, ctx.storage_range());
+  // A chunk is one allocation: below maxMemoryAllocationSize, with room for the driver's rounding.
+  if (ctx.caps().max_allocation_bytes > 65536) limit = std::min(limit, ctx.caps().max_allocation_bytes - 65536);
   if (row_bytes + slack > limit)
     throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
   return std::max<uint64_t>(1, (limit - slack) / row_bytes);

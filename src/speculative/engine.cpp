@@ -21,6 +21,7 @@ struct Engine::Parts {
   // drafters and the plan that use them.
   std::unique_ptr<PairPack> pack;  // PlanShape::pack
   std::unique_ptr<EagleHead> pack_heads[2];  // with a pack: the two heads over the same weights, their states in it
+  std::string pack_refused;  // why a pack asked for was not made (GenerateStats::pair_pack_refused)
   StepBuffers buffers;
   std::unique_ptr<Verifier> verifier;
   std::vector<std::unique_ptr<Drafter>> drafter_store;
@@ -131,11 +132,18 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     }
     // Each placed buffer may start at its alignment: room for that per buffer (a dozen a state).
     state += 16 * PairPack::kMaxPlacedAlignment;
-    p.pack = std::make_unique<PairPack>(ctx, wa, wb, state, [&](int side) {
-      const EagleHead& h = *heads[size_t(side)];
-      p.pack_heads[side] = std::make_unique<EagleHead>(h.weights(), model, h.capacity(), h.max_rows());
-    });
-    heads = {p.pack_heads[0].get(), p.pack_heads[1].get()};
+    try {
+      p.pack = std::make_unique<PairPack>(ctx, wa, wb, state, [&](int side) {
+        const EagleHead& h = *heads[size_t(side)];
+        p.pack_heads[side] = std::make_unique<EagleHead>(h.weights(), model, h.capacity(), h.max_rows());
+      });
+      heads = {p.pack_heads[0].get(), p.pack_heads[1].get()};
+    } catch (const Error& e) {
+      // The pack only saves fetches: without it the paired dispatches read both heads' own
+      // buffers and compute the same. Run so, and say why.
+      p.pack_heads[0].reset(), p.pack_heads[1].reset(), p.pack.reset();
+      p.pack_refused = e.what();
+    }
   }
   std::vector<Drafter*> drafters;
   for (size_t i = 0; i < heads.size(); ++i) {
@@ -384,6 +392,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   st.paired_per_step = p.plan->paired();
   st.single_fetch_per_step = p.plan->single_fetch();
   st.pair_pack_bytes = p.pack ? p.pack->bytes() : 0;
+  st.pair_pack_refused = p.pack_refused;
   st.nodes_per_step = p.plan->verify_nodes();
   if (submits && opts_.time_kernels) {  // the last step of each submission is the one timed
     st.timed_submissions = submits > 1 ? submits - 1 : 1;
