@@ -179,6 +179,27 @@ TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar with two EAGLE-3 h
   CHECK(rig.model.tap_points() == e3a->tap_points());
 }
 
+TEST_CASE_FIXTURE(VkTest, "pair: a mixed EAGLE-1 + EAGLE-3 pair gets no pack, two EAGLE-3 heads do") {
+  // A mixed pair's draft lists differ from the first op, so nothing pairs and a pack would only
+  // cost memory; two heads of one shape pair every op and read the pack.
+  const E3Files* f = files();
+  if (!f) return;
+  E3Rig rig(ctx, *f);
+  auto e1 = rig.head(ctx, (*f)("e1"));
+  auto e3a = rig.head(ctx, (*f)("e3_bin")), e3b = rig.head(ctx, (*f)("e3_ids"));
+  EngineOptions o;
+  o.strategy = Strategy::Merge, o.topk = 2, o.depth = 2, o.budget = 3;
+  const std::vector<uint32_t> prompt = {1, 2, 3, 4, 5};
+  const GenerateStats mixed = Engine(ctx, rig.model, e1.get(), e3a.get(), o).generate(prompt, 8);
+  const GenerateStats alike = Engine(ctx, rig.model, e3a.get(), e3b.get(), o).generate(prompt, 8);
+  CHECK(mixed.paired_per_step == 0);
+  CHECK(mixed.pair_pack_bytes == 0);
+  CHECK(mixed.pair_pack_refused.empty());
+  const bool packs = ctx.caps().quirks.weights_via_texel_buffer && ctx.caps().pair_dispatch;
+  CHECK((alike.pair_pack_bytes > 0) == packs);
+  if (ctx.caps().pair_dispatch) CHECK(alike.paired_per_step > 0);
+}
+
 TEST_CASE_FIXTURE(VkTest, "EAGLE-3: malformed configs and heads are refused naming the key or tensor") {
   const E3Files* f = files();
   if (!f) return;

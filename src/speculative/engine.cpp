@@ -70,6 +70,19 @@ void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const 
                   str(h->max_rows()));
 }
 
+namespace {
+// Whether two heads record the same draft ops, so that their dispatches pair and a pack is
+// read: the same kind (an EAGLE-1 and an EAGLE-3 head's lists differ from the first op) and the
+// same layer shape. Heads that do not run paired get no pack, which would only cost their
+// weight bytes and a state each once more. (A role one head lacks, such as an EAGLE-3 head's own
+// embedding, is left out of the pack by PairPack itself.)
+bool heads_alike(const EagleHead& a, const EagleHead& b) {
+  const HeadConfig &x = a.config(), &y = b.config();
+  return x.eagle3 == y.eagle3 && x.C == y.C && x.H == y.H && x.Hkv == y.Hkv && x.D == y.D && x.F == y.F &&
+         x.V == y.V && x.draft_V == y.draft_V;
+}
+}  // namespace
+
 Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
     : ctx_(ctx), model_(model), opts_(opts), parts_(std::make_unique<Parts>()) {
   const Strategy s = opts.strategy;
@@ -123,7 +136,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   // Where weights and states are read through texel views, a paired dispatch would fetch each
   // texel from both heads' views (pair_pack.hpp): pack the two heads' weights, and make the heads
   // the drafters use anew over the same weights with their states in the pack, so it fetches one.
-  if (p.pair && opts.pack_pairs && ctx.caps().quirks.weights_via_texel_buffer) {
+  if (p.pair && opts.pack_pairs && ctx.caps().quirks.weights_via_texel_buffer && heads_alike(*heads[0], *heads[1])) {
     const auto wa = heads[0]->weights()->device_weights(), wb = heads[1]->weights()->device_weights();
     uint64_t state = 0;
     for (EagleHead* h : heads) {
