@@ -70,14 +70,18 @@ PairPack::PairPack(Context& ctx, std::span<const DeviceWeight* const> a, std::sp
       make_state(side);
     } catch (...) {
       ctx.set_placer({});
+      destroy_views();  // no destructor runs for an object whose constructor throws
       throw;
     }
     ctx.set_placer({});
   }
 }
 
-PairPack::~PairPack() {
+PairPack::~PairPack() { destroy_views(); }
+
+void PairPack::destroy_views() {
   for (auto& [a, e] : views_) ctx_.vk().vkDestroyBufferView(ctx_.device(), e.view, nullptr);
+  views_.clear();
 }
 
 VkBufferView PairPack::view(VkBuffer a, VkBuffer b) const {

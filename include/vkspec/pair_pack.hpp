@@ -58,6 +58,7 @@ class PairPack {
   size_t packed() const { return views_.size(); }  // buffer pairs packed (weights, and placed ones viewed so far)
 
  private:
+  void destroy_views();
   Context& ctx_;
   Buffer buf_;
   uint32_t delta_ = 0;
