@@ -334,6 +334,17 @@ def main():
                 check(r.returncode == 0 and f"| {topk} |" in r.stdout, f"top-k {topk} rendered as written")
             else:
                 check(r.returncode == 1 and "a count must be an integer" in r.stderr, f"top-k {topk!r} refused")
+        # Found by fuzz_bench_json: a device or matmul count too large for any integer type (read
+        # as a float) was converted to unsigned, undefined behaviour; now refused like a float.
+        for where, value in (("max_subgroup_size", 8.9e91), ("max_shared_memory", -1.5), ("batch", 1e30)):
+            edited = copy.deepcopy(j)
+            if where == "batch":
+                edited["matmul"]["results"][0]["batch"] = value
+            else:
+                edited["device"][where] = value
+            json.dump(edited, open(bad, "w"))
+            r = subprocess.run([vkspec, "bench", "--from-json", bad, "--md"], capture_output=True, text=True)
+            check(r.returncode == 1 and "a count must be an integer" in r.stderr, f"{where} {value!r} refused")
 
         # A second device (the same run under another name, its figures halved) and the comparison.
         other = copy.deepcopy(j)

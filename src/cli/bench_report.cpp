@@ -247,8 +247,8 @@ std::string suite_markdown(const nlohmann::json& j) {
      << d.at("driver").get<std::string>() << " (" << d.at("driver_info").get<std::string>() << ") · Vulkan "
      << d.at("api_version").get<std::string>() << " · fp16: " << int(d.at("fp16_arithmetic").get<bool>())
      << " · int8 dot: " << int(d.at("int8_arithmetic").get<bool>()) << " · subgroup: "
-     << d.at("subgroup_size").get<uint32_t>() << " (" << d.at("min_subgroup_size").get<uint32_t>() << "–"
-     << d.at("max_subgroup_size").get<uint32_t>() << ") · shared memory: " << d.at("max_shared_memory").get<uint32_t>()
+     << count_of(d.at("subgroup_size")) << " (" << count_of(d.at("min_subgroup_size")) << "–"
+     << count_of(d.at("max_subgroup_size")) << ") · shared memory: " << count_of(d.at("max_shared_memory"))
      << " B · matrix cores: 0\n\n";
   md << "**Build:** vkspec " << b.at("vkspec_version").get<std::string>() << " (" << b.at("git_commit").get<std::string>()
      << ", " << b.at("build_type").get<std::string>() << ") · suite `" << j.at("suite").get<std::string>() << "` · "
@@ -320,10 +320,10 @@ std::string suite_markdown(const nlohmann::json& j) {
   }
 
   const auto& mm = j.at("matmul");
-  std::vector<uint32_t> batches;
+  std::vector<int64_t> batches;
   std::vector<std::string> types;
   for (const auto& r : mm.at("results")) {
-    const uint32_t B = r.at("batch").get<uint32_t>();
+    const int64_t B = count_of(r.at("batch"));
     if (std::find(batches.begin(), batches.end(), B) == batches.end()) batches.push_back(B);
     const std::string t = r.at("dtype").get<std::string>();
     if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
@@ -332,13 +332,13 @@ std::string suite_markdown(const nlohmann::json& j) {
     const bool gb = std::string(key) == "gb_per_s";
     md << "\n**Matmul " << (gb ? "GB/s" : "GFLOP/s") << "** (" << count_of(mm.at("rows")) << "×" << count_of(mm.at("cols"))
        << " weights, batch B rows)\n\n| type |";
-    for (uint32_t B : batches) md << " B=" << B << " |";
+    for (int64_t B : batches) md << " B=" << B << " |";
     md << "\n| --- |";
     for (size_t i = 0; i < batches.size(); ++i) md << " ---: |";
     md << "\n";
     for (const std::string& t : types) {
       md << "| " << t << " |";
-      for (uint32_t B : batches)
+      for (int64_t B : batches)
         for (const auto& r : mm.at("results"))
           if (r.at("dtype") == t && r.at("batch") == B)
             md << " " << notes.cell(r.at(key), 2, "matmul " + t + " B=" + std::to_string(B) + (gb ? " GB/s" : " GFLOP/s"))
