@@ -242,20 +242,24 @@ TEST_CASE_FIXTURE(VkTest, "pair: two heads drafting in shared dispatches give th
   }
 }
 
+// The demo's statistics for held-out prompt `prompt`, n tokens: with both heads under options o,
+// and plain ar.
+static std::pair<GenerateStats, GenerateStats> with_and_without_heads(Context& ctx, const EngineOptions& o, size_t prompt,
+                                                                      uint32_t n) {
+  DemoRig rig(ctx);
+  EngineOptions a;
+  a.strategy = Strategy::AR;
+  return {Engine(ctx, rig.model, &rig.head1, &rig.head2, o).generate(rig.prompts[prompt], n),
+          Engine(ctx, rig.model, nullptr, nullptr, a).generate(rig.prompts[prompt], n)};
+}
+
 TEST_CASE_FIXTURE(VkTest, "pair: a pair past the device's descriptor limit runs unpaired; a kernel past it is refused by name") {
   // draft_topk_expand binds 16 storage buffers: paired 32. With a limit of 16 it runs once per
   // head, every other draft op still pairs, and the tokens stay ar's.
   EngineOptions o;
   o.strategy = Strategy::Merge;
   o.depth = 4, o.budget = 8;
-  GenerateStats full, ar;
-  {
-    DemoRig rig(ctx);
-    full = Engine(ctx, rig.model, &rig.head1, &rig.head2, o).generate(rig.prompts[1], 48);
-    EngineOptions a;
-    a.strategy = Strategy::AR;
-    ar = Engine(ctx, rig.model, nullptr, nullptr, a).generate(rig.prompts[1], 48);
-  }
+  const auto [full, ar] = with_and_without_heads(ctx, o, 1, 48);
   for (uint32_t limit : {16u, 12u}) {
     CAPTURE(limit);
     Context small(test_context_options(limit));
@@ -287,14 +291,7 @@ TEST_CASE_FIXTURE(VkTest, "pair: a pack past the device's largest allocation is 
   EngineOptions o;
   o.strategy = Strategy::Merge;
   o.depth = 3, o.topk = 1, o.budget = 3;
-  GenerateStats full, ar;
-  {
-    DemoRig rig(ctx);
-    full = Engine(ctx, rig.model, &rig.head1, &rig.head2, o).generate(rig.prompts[2], 40);
-    EngineOptions a;
-    a.strategy = Strategy::AR;
-    ar = Engine(ctx, rig.model, nullptr, nullptr, a).generate(rig.prompts[2], 40);
-  }
+  const auto [full, ar] = with_and_without_heads(ctx, o, 2, 40);
   CHECK(full.tokens == ar.tokens);
   CHECK(full.pair_pack_refused.empty());
   const bool packs = ctx.caps().quirks.weights_via_texel_buffer && ctx.caps().pair_dispatch;
