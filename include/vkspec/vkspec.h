@@ -195,7 +195,11 @@ typedef struct vkspec_memory {
 VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* desc);
 /* Device memory a model and each context will need, from the files' headers (nothing uploaded):
  * a model with N contexts needs weights + N * per_context bytes, plus each context's
- * decoding-step buffers (small beside the KV cache: the tree, logits rows and step state). */
+ * decoding-step buffers (small beside the KV cache: the tree, logits rows and step state). Not
+ * counted here: on a device that reads weights through texel buffers (a CPU device such as
+ * lavapipe), a generation drafting with two heads of one shape also packs a copy of both heads'
+ * weights and a state for each into one buffer, so that each paired fetch is one; a pack the
+ * device cannot hold is skipped, not an error. vkspec_runtime_device_bytes counts it. */
 VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_memory* out);
 VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_model** out);
 VKSPEC_API void vkspec_model_destroy(vkspec_model* model);
