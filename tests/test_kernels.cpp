@@ -313,6 +313,30 @@ TEST_CASE("matmul splits weights larger than the descriptor range") {
   CHECK(ctx.take_validation_messages().empty());
 }
 
+TEST_CASE("a weight row wider than one buffer may span is refused, naming the bound that binds") {
+  // Each bound in turn the smallest: the test's storage range, then maxMemoryAllocationSize (the
+  // chunk is one allocation, 64 KiB kept for the driver's rounding). A 4096-wide f16 row is 8 KiB.
+  std::vector<uint8_t> raw(size_t(2) * 4096 * 2);
+  for (int alloc : {0, 1}) {
+    ContextOptions o;
+    o.validation = true;
+    o.pipeline_cache_dir = "-";
+    if (alloc) o.allocation_limit = 65536 + 4096;  // 4 KiB a chunk
+    else o.storage_range_limit = 4096;
+    Context ctx(o);
+    for (auto path : {WeightPath::Storage, WeightPath::Texel}) {
+      CAPTURE(alloc);
+      CHECK_THROWS_WITH_AS(upload_weight(ctx, WeightType::F16, 2, 4096, raw.data(), path),
+                           doctest::Contains(alloc ? "exceeds the 4096 bytes one weight buffer may span on this device "
+                                                     "(maxMemoryAllocationSize (less 64 KiB))"
+                                                   : "exceeds the 4096 bytes one weight buffer may span on this device "
+                                                     "(the test's storage range)"),
+                           Error);
+    }
+    CHECK(ctx.take_validation_messages().empty());
+  }
+}
+
 TEST_CASE_FIXTURE(VkTest, "embed gathers rows exactly for every weight type") {
   for (auto t : kAllWeightTypes)
     for (auto path : {WeightPath::Storage, WeightPath::Texel})

@@ -216,11 +216,15 @@ uint64_t chunk_rows(const Context& ctx, bool texel, WeightType type, uint32_t K)
   const bool raw = weight_type_block(type) > 1 && type != WeightType::Q8_0;
   const uint64_t row_bytes = row_bytes_of(type, K), slack = raw ? kRawSlack : 0;
   uint64_t limit = texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
-  limit = std::min(limit, ctx.storage_range());
+  std::string what = texel ? "maxTexelBufferElements" : "maxStorageBufferRange";  // the bound that binds, for the error
+  if (ctx.storage_range() < limit) limit = ctx.storage_range(), what = "the test's storage range";
   // A chunk is one allocation: below maxMemoryAllocationSize, with room for the driver's rounding.
-  if (ctx.caps().max_allocation_bytes > 65536) limit = std::min(limit, ctx.caps().max_allocation_bytes - 65536);
+  if (ctx.caps().max_allocation_bytes > 65536 && ctx.caps().max_allocation_bytes - 65536 < limit)
+    limit = ctx.caps().max_allocation_bytes - 65536, what = "maxMemoryAllocationSize (less 64 KiB)";
   if (row_bytes + slack > limit)
-    throw Error("one weight row of " + std::to_string(row_bytes) + " bytes exceeds the device's descriptor range");
+    throw Error("one weight row of " + std::to_string(row_bytes) + " bytes" +
+                (slack ? " (and " + std::to_string(slack) + " of padding)" : std::string()) + " exceeds the " + std::to_string(limit) + " bytes one weight buffer may span on this device (" +
+                what + ")");
   return std::max<uint64_t>(1, (limit - slack) / row_bytes);
 }
 }  // namespace
