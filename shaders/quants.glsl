@@ -237,7 +237,7 @@ void decode_raw_dm(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 n[8]
 #endif
 
 void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], out float scale) {
-#if !defined(WT_Q4_K) && !defined(WT_Q5_K) && !defined(WT_Q4_0) && !defined(WT_Q5_0)
+#if defined(WT_Q3_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
   const uint db = raw_block(row, fb, nfb, rows), b = db * RAW_BYTES;  // the device block, its byte
 #endif
 #if defined(WT_Q4_0) || defined(WT_Q5_0)
@@ -246,13 +246,13 @@ void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], o
   float m;
   decode32_words(hd, q, v, scale, m);
 #elif defined(WT_Q5_1)
-  uint q[8];  // q[0] = d | m << 16, q[1] = qh, q[2..5] = nibbles (b is a multiple of 8)
-  raw_words8(b, q);
-  const vec2 dm = unpackHalf2x16(q[0]);
+  uint hd, q[5];  // hd = d | m << 16, q[0] = qh, q[1..4] = nibbles
+  raw32_words(row, fb, nfb, rows, hd, q);
+  const vec2 dm = unpackHalf2x16(hd);
   scale = 1.0;
   for (uint i = 0; i < 4; ++i) {
-    precise vec4 a = vec4(lo4(q[2 + i]) | (bits_from(q[1], 4 * i) << 4)) * dm.x + dm.y;
-    precise vec4 c = vec4(hi4(q[2 + i]) | (bits_from(q[1], 16 + 4 * i) << 4)) * dm.x + dm.y;
+    precise vec4 a = vec4(lo4(q[1 + i]) | (bits_from(q[0], 4 * i) << 4)) * dm.x + dm.y;
+    precise vec4 c = vec4(hi4(q[1 + i]) | (bits_from(q[0], 16 + 4 * i) << 4)) * dm.x + dm.y;
     v[i] = a;
     v[4 + i] = c;
   }

@@ -223,8 +223,8 @@ uint64_t chunk_rows(const Context& ctx, bool texel, WeightType type, uint32_t K)
     limit = ctx.caps().max_allocation_bytes - 65536, what = "maxMemoryAllocationSize (less 64 KiB)";
   if (row_bytes + slack > limit)
     throw Error("one weight row of " + std::to_string(row_bytes) + " bytes" +
-                (slack ? " (and " + std::to_string(slack) + " of padding)" : std::string()) + " exceeds the " + std::to_string(limit) + " bytes one weight buffer may span on this device (" +
-                what + ")");
+                (slack ? " (and " + std::to_string(slack) + " of padding)" : std::string()) + " exceeds the " +
+                std::to_string(limit) + " bytes one weight buffer may span on this device (" + what + ")");
   return std::max<uint64_t>(1, (limit - slack) / row_bytes);
 }
 }  // namespace
