@@ -10,15 +10,17 @@
 // its own online softmax over them (running max, sum, and p-weighted V sum in registers: D is
 // a specialization constant, so the loops unroll); the chunk loop has no cross-lane operation
 // at all. The lanes are combined once at the end with subgroupMax / subgroupAdd. The HPW heads
-// that share a KV head (a GQA group) run in one workgroup, so each K/V row is loaded once.
+// that share a KV head (a GQA group) run in one workgroup, and so do RQ query rows, so each K/V
+// row is loaded once for all of them.
 //
 // Exactness (speculative decoding relies on it): position p always lands on lane p % S, each
 // lane visits its keys in position order with the same op sequence, and the final fold is one
 // fixed subgroup reduction. So a row's result depends only on its keys and their positions —
 // never on N, on the other rows of the pass, or on tree vs chain. The host keeps S and HPW fixed
-// for a model (never derived from N), so one-token decoding and a tree pass use the same
-// pipeline. Requires gl_NumSubgroups == 1 (host: workgroup size == subgroup size, pinned with
-// required subgroup size when the device can).
+// for a model (never derived from N); RQ may follow N, since it changes which rows share a load,
+// not any row's ops (the tests compare tree rows with one-token decoding bit for bit). Requires
+// gl_NumSubgroups == 1 (host: workgroup size == subgroup size, pinned with required subgroup
+// size when the device can).
 //
 // O_PROJ (a variant, ops/attention.cpp attention_folds_o): the projection of the attention
 // output folded in, x += o_att · W_o^T into the residual stream o(N, C), one dispatch instead of
@@ -27,11 +29,11 @@
 // blocks (the host folds only where HPW·D % 32 == 0 and D % 4 == 0), lane l taking rows
 // 4l .. 4l + 3, 4(l + S) .. 4(l + S) + 3, ... It publishes that partial row in part(N, G, C4)
 // (C4 = ceil(C / 4) vec4s: a storage access is a per-lane loop on CPU rasterizers, one per
-// vector rather than one per float) and counts itself in arrivals[i];
-// the row's last workgroup adds the G partials to x in group order and sets the count back to 0
-// (tree_topk_expand.comp's single-pass pattern: no workgroup waits for another). Every sum runs
-// in a fixed order, so a row's x still depends on nothing but its keys. For small models on
-// CPU-like devices, where a dispatch costs more than a row's share of W_o.
+// vector rather than one per float) for each of its rows and counts itself in arrivals[i0] (i0
+// its first row); the rows' last workgroup adds the G partials to x in group order and sets the
+// count back to 0 (tree_topk_expand.comp's single-pass pattern: no workgroup waits for another).
+// Every sum runs in a fixed order, so a row's x still depends on nothing but its keys. For small
+// models on CPU-like devices, where a dispatch costs more than a row's share of W_o.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
@@ -47,6 +49,12 @@ layout(constant_id = 2) const uint HPW = 1; // query heads per workgroup, a divi
 // docs/README.md, 2026-12-05). Off only in tests (the host takes this kernel only where the
 // device has shuffles: the module declares them either way). Same values either way.
 layout(constant_id = 3) const bool QSHUF = false;
+// Query rows per workgroup (the host: 1 for one-token decoding and sliding windows). The rows
+// walk their common keys (the committed slots of a tree pass) in one loop, each chunk's K and V
+// loaded once for all of them, then each row its own last chunks. A row's own op sequence is the
+// same whatever RQ is, so its bits are too; only the loads are shared. A row past N repeats row
+// N - 1 and is not written.
+layout(constant_id = 6) const uint RQ = 1;
 const uint DV = (D + 3) / 4;                // vec4s per K/V/q row
 const uint QL = (HPW * D + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;  // q values a lane loads
 
@@ -129,7 +137,7 @@ layout(constant_id = 5) const bool O_VEC = false;
 layout(set = 0, binding = 4, std430) buffer O4 { vec4 o4[]; } PAIRED(O4_);
 #define o4 PAIR_AT(O4_).o4
 const uint NBG = HPW * D / 32;              // blocks of one head group's columns
-vec4 attv[HPW * DV];                        // the group's output, values 4c .. 4c+3 of head g at g·DV + c
+vec4 attv[RQ * HPW * DV];                   // the rows' output, values 4c .. 4c+3 of row r's head g at (r·HPW + g)·DV + c
 shared bool last;
 #endif
 layout(push_constant) uniform Push {
@@ -168,171 +176,225 @@ uint tree_slot(uint row, uint e) {
 
 // The row's q, pre-scaled so a score is one dot product, and the lane's online softmax over the
 // keys it owns: running max m, sum l and p-weighted V sum acc (registers: the sizes are constants).
-vec4 qv[HPW * DV];
-float m[HPW], l[HPW];
-vec4 acc[HPW * DV];
+// Row r's head g at r·HPW + g (qv, acc: times DV, plus c).
+vec4 qv[RQ * HPW * DV];
+float m[RQ * HPW], l[RQ * HPW];
+vec4 acc[RQ * HPW * DV];
 
-// The lane's key whose K/V row begins at value e (past the layer's base) joins its online
-// softmax (an invalid lane's adds nothing): q·k as fused multiply-adds in value order, then the
-// running max, sum and p-weighted V sum.
-void visit(uint e, bool valid) {
-  float s[HPW];
-  [[unroll]] for (uint g = 0; g < HPW; ++g) s[g] = 0.0;
+// The lane's key whose K/V row begins at value e (past the layer's base) joins the online softmax
+// of rows r0 .. r1 - 1 (constants once the callers' loops unroll; an invalid lane's adds
+// nothing): each K and V vec4 loaded once for those rows, then per row q·k as fused multiply-adds
+// in value order, the running max, sum and p-weighted V sum — per row the same ops in the same
+// order whichever rows share the loads.
+void visit(uint e, bool valid, uint r0, uint r1) {
+  float s[RQ * HPW];
+  [[unroll]] for (uint rg = 0; rg < RQ * HPW; ++rg) s[rg] = 0.0;
   [[unroll]] for (uint c = 0; c < DV; ++c) {
     const vec4 k = load_k(pc.k_base + e, c);
     // Fused multiply-adds, one per value (dot() is a multiply and an add on CPU rasterizers).
-    [[unroll]] for (uint g = 0; g < HPW; ++g)
-      [[unroll]] for (uint x = 0; x < 4; ++x) s[g] = fma(qv[g * DV + c][x], k[x], s[g]);
+    [[unroll]] for (uint r = 0; r < RQ; ++r)
+      if (r >= r0 && r < r1)
+        [[unroll]] for (uint g = 0; g < HPW; ++g)
+          [[unroll]] for (uint x = 0; x < 4; ++x) s[r * HPW + g] = fma(qv[(r * HPW + g) * DV + c][x], k[x], s[r * HPW + g]);
   }
-  float p[HPW], c_[HPW];
-  [[unroll]] for (uint g = 0; g < HPW; ++g) {
-    const float m_new = valid ? max(m[g], s[g]) : m[g];
-    const float corr = valid ? exp(m[g] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
-    p[g] = valid ? exp(s[g] - m_new) : 0.0;
-    l[g] = l[g] * corr + p[g];
-    m[g] = m_new;
-    c_[g] = corr;
+  float p[RQ * HPW], c_[RQ * HPW];
+  [[unroll]] for (uint rg = 0; rg < RQ * HPW; ++rg) {
+    if (rg >= r0 * HPW && rg < r1 * HPW) {
+      const float m_new = valid ? max(m[rg], s[rg]) : m[rg];
+      const float corr = valid ? exp(m[rg] - m_new) : 1.0;  // 0 on the lane's first key (m = -inf)
+      p[rg] = valid ? exp(s[rg] - m_new) : 0.0;
+      l[rg] = l[rg] * corr + p[rg];
+      m[rg] = m_new;
+      c_[rg] = corr;
+    }
   }
   // acc = acc · corr + p · v: a multiply and a multiply-add per value.
   [[unroll]] for (uint c = 0; c < DV; ++c) {
     const vec4 v = load_v(pc.v_base + e, c);
-    [[unroll]] for (uint g = 0; g < HPW; ++g) acc[g * DV + c] = fma(acc[g * DV + c], vec4(c_[g]), p[g] * v);
+    [[unroll]] for (uint rg = 0; rg < RQ * HPW; ++rg)
+      if (rg >= r0 * HPW && rg < r1 * HPW) acc[rg * DV + c] = fma(acc[rg * DV + c], vec4(c_[rg]), p[rg] * v);
   }
 }
 
-// Row i's attention for the HPW query heads from h0; lane x % S stores value x of each head.
-void attend(uint i, uint h0) {
-  // One subgroup per workgroup: the local index is the subgroup lane.
-  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
-  const uint hk = h0 / (pc.H / pc.Hkv);
-  const uint kv0 = hk * D, row_stride = pc.Hkv * D;
-
+// Row i's keys: how many (committed + its tree ancestors, or the chain's), where its walk starts
+// (a sliding window's first key) and where its plain chunks end.
+struct RowKeys {
+  uint n_keys, first, plain_end;
+};
+RowKeys row_keys(uint i) {
   uint n_tree = i + 1;
   if (pc.causal == 0) {
     n_tree = 0;
     for (uint w = 0; w < pc.mask_words; ++w) n_tree += uint(bitCount(mask[pc.mask_offset + i * pc.mask_words + w]));
   }
-  const uint n_keys = t_ctx + n_tree;
+  RowKeys k;
+  k.n_keys = t_ctx + n_tree;
   // The row's own position is n_keys - 1; a sliding window starts the walk at the first key it
   // sees, so lane ownership (and the reduction order) is still fixed by the row's position alone.
-  const uint first = pc.window != 0 && n_keys > pc.window ? n_keys - pc.window : 0;
-
-  // q rows in registers, pre-scaled so a score is one dot product. The group's heads are
-  // consecutive in the row: value v of it (head v / D) at q0 + v.
-  const uint q0 = pc.q_offset + (dyn(pc.q_row, pc.q_row_slot) + i) * pc.q_stride + h0 * D;
-  float qs[QL];
-  if (QSHUF)
-    [[unroll]] for (uint j = 0; j < QL; ++j) qs[j] = qin[q0 + min(j * S + lane, HPW * D - 1)];
-  [[unroll]] for (uint g = 0; g < HPW; ++g) {
-    [[unroll]] for (uint c = 0; c < DV; ++c) {
-      vec4 r = vec4(0.0);
-      [[unroll]] for (uint x = 0; x < 4; ++x) {
-        const uint v = g * D + 4 * c + x;
-        if (4 * c + x < D) r[x] = QSHUF ? subgroupShuffle(qs[v / S], v % S) : qin[q0 + v];
-      }
-      qv[g * DV + c] = r * pc.scale;
-    }
-  }
-
-  // Every lane runs its own online softmax over the keys it owns (positions = lane mod S). The
-  // lanes are combined once at the end, so the chunk loop has no cross-lane operation at all.
-  [[unroll]] for (uint g = 0; g < HPW; ++g) {
-    m[g] = -1.0 / 0.0;
-    l[g] = 0.0;
-    [[unroll]] for (uint c = 0; c < DV; ++c) acc[g * DV + c] = vec4(0.0);
-  }
-
+  k.first = pc.window != 0 && k.n_keys > pc.window ? k.n_keys - pc.window : 0;
   // Chunks whose keys are all the row's and sit at their position's slot (committed keys; for a
   // chain every key) run in a loop with no tree lookup and no validity test: lavapipe runs an `if`
   // body under a lane mask whatever the condition, so the lookup would cost every chunk. Then
   // the last chunks, where lanes may be past n_keys or on tree keys. A chunk's ops are the same
   // in either loop, so the split moves no key and changes no bit.
-  const uint plain_end = pc.causal != 0 ? n_keys : min(t_ctx, n_keys);
-  uint base = first;
-  for (; base + S <= plain_end; base += S) visit((base + lane) * row_stride + kv0, true);
-  for (; base < n_keys; base += S) {
-    const uint pos = base + lane;
-    const bool valid = pos < n_keys;
-    // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.
-    uint slot = pos;
-    if (pc.causal == 0 && valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
-    if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
-    visit(slot * row_stride + kv0, valid);
+  k.plain_end = pc.causal != 0 ? k.n_keys : min(t_ctx, k.n_keys);
+  return k;
+}
+
+// Attention of rows i0 .. i0 + RQ - 1 (past N: row N - 1 again) for the HPW query heads from h0;
+// lane x % S stores value x of each head.
+void attend(uint i0, uint h0) {
+  // One subgroup per workgroup: the local index is the subgroup lane.
+  const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
+  const uint hk = h0 / (pc.H / pc.Hkv);
+  const uint kv0 = hk * D, row_stride = pc.Hkv * D;
+
+  RowKeys keys[RQ];
+  [[unroll]] for (uint r = 0; r < RQ; ++r) {
+    const uint i = min(i0 + r, pc.N - 1);
+    keys[r] = row_keys(i);
+    // q rows in registers, pre-scaled so a score is one dot product. The group's heads are
+    // consecutive in the row: value v of it (head v / D) at q0 + v.
+    const uint q0 = pc.q_offset + (dyn(pc.q_row, pc.q_row_slot) + i) * pc.q_stride + h0 * D;
+    float qs[QL];
+    if (QSHUF)
+      [[unroll]] for (uint j = 0; j < QL; ++j) qs[j] = qin[q0 + min(j * S + lane, HPW * D - 1)];
+    [[unroll]] for (uint g = 0; g < HPW; ++g) {
+      [[unroll]] for (uint c = 0; c < DV; ++c) {
+        vec4 q4 = vec4(0.0);
+        [[unroll]] for (uint x = 0; x < 4; ++x) {
+          const uint v = g * D + 4 * c + x;
+          if (4 * c + x < D) q4[x] = QSHUF ? subgroupShuffle(qs[v / S], v % S) : qin[q0 + v];
+        }
+        qv[(r * HPW + g) * DV + c] = q4 * pc.scale;
+      }
+    }
+  }
+
+  // Every lane runs its own online softmax over the keys it owns (positions = lane mod S). The
+  // lanes are combined once at the end, so the chunk loop has no cross-lane operation at all.
+  [[unroll]] for (uint rg = 0; rg < RQ * HPW; ++rg) {
+    m[rg] = -1.0 / 0.0;
+    l[rg] = 0.0;
+    [[unroll]] for (uint c = 0; c < DV; ++c) acc[rg * DV + c] = vec4(0.0);
+  }
+
+  // With RQ > 1, the chunks every row takes plainly (the host gives RQ > 1 only without a window,
+  // so every row's walk starts at key 0): K/V loaded once for all rows. Then each row its own
+  // rest, all of it in the checking loop (for a tree pass that is only where its tree keys begin;
+  // a chain's rows differ by at most a chunk), so the shader holds RQ + 1 copies of visit, not
+  // 2 RQ + 1: lavapipe's compile time grows with them.
+  uint shared_end = 0;
+  if (RQ > 1) {
+    shared_end = keys[0].plain_end;
+    [[unroll]] for (uint r = 1; r < RQ; ++r) shared_end = min(shared_end, keys[r].plain_end);
+  }
+  uint common_base = 0;
+  for (; common_base + S <= shared_end; common_base += S) visit((common_base + lane) * row_stride + kv0, true, 0, RQ);
+  [[unroll]] for (uint r = 0; r < RQ; ++r) {
+    const uint i = min(i0 + r, pc.N - 1), n_keys = keys[r].n_keys;
+    uint base = RQ > 1 ? common_base : keys[r].first;
+    if (RQ == 1)
+      for (; base + S <= keys[r].plain_end; base += S) visit((base + lane) * row_stride + kv0, true, r, r + 1);
+    for (; base < n_keys; base += S) {
+      const uint pos = base + lane;
+      const bool valid = pos < n_keys;
+      // Committed keys and chain rows sit at their position's slot; tree keys at their ancestor's.
+      uint slot = pos;
+      if (pc.causal == 0 && valid && pos >= t_ctx) slot = tree_slot(i, pos - t_ctx);
+      if (!valid) slot = 0;  // a harmless in-bounds row; it gets weight 0
+      visit(slot * row_stride + kv0, valid, r, r + 1);
+    }
   }
 
   // Combine the lanes: rescale each to the common max (a lane that owned no key has m = -inf,
   // weight 0), then one fixed subgroupAdd per value. Lane x % S writes value x of each head.
-  [[unroll]] for (uint g = 0; g < HPW; ++g) {
-    const float mx = subgroupMax(m[g]);
-    const float w = exp(m[g] - mx);
-    const float inv = 1.0 / subgroupAdd(l[g] * w);
+  [[unroll]] for (uint r = 0; r < RQ; ++r) {
 #ifndef O_PROJ
-    const uint ob = pc.o_offset + i * pc.o_stride + (h0 + g) * D;
+    if (i0 + r >= pc.N) break;
 #endif
-    [[unroll]] for (uint c = 0; c < DV; ++c) {
-      const vec4 r = subgroupAdd(acc[g * DV + c] * w) * inv;
+    [[unroll]] for (uint g = 0; g < HPW; ++g) {
+      const uint rg = r * HPW + g;
+      const float mx = subgroupMax(m[rg]);
+      const float w = exp(m[rg] - mx);
+      const float inv = 1.0 / subgroupAdd(l[rg] * w);
+#ifndef O_PROJ
+      const uint ob = pc.o_offset + (i0 + r) * pc.o_stride + (h0 + g) * D;
+#endif
+      [[unroll]] for (uint c = 0; c < DV; ++c) {
+        const vec4 o4v = subgroupAdd(acc[rg * DV + c] * w) * inv;
 #ifdef O_PROJ
-      attv[g * DV + c] = r;
+        attv[rg * DV + c] = o4v;
 #else
-      [[unroll]] for (uint x = 0; x < 4; ++x) {
-        const uint d = 4 * c + x;
-        if (d < D && d % S == lane) o[ob + d] = r[x];
-      }
+        [[unroll]] for (uint x = 0; x < 4; ++x) {
+          const uint d = 4 * c + x;
+          if (d < D && d % S == lane) o[ob + d] = o4v[x];
+        }
 #endif
+      }
     }
   }
 }
 
 #ifdef O_PROJ
-// part(i, g, c) = attv · W_o(c, blocks b0 .. b0 + NBG) for the rows c the lane owns (vec4 c4 of
-// the row: c = 4·c4 .. 4·c4 + 3, c4 = lane mod S), four rows a pass: independent sums the CPU can
-// interleave, each block by block in order with the block's dot product scaled once.
-void project(uint i, uint g, uint b0) {
+// part(i, g, c) = row i's attv · W_o(c, blocks b0 .. b0 + NBG) for rows i = i0 .. i0 + RQ - 1 (below
+// N) and the W_o rows c the lane owns (vec4 c4 of the row: c = 4·c4 .. 4·c4 + 3, c4 = lane mod
+// S), four W_o rows a pass: independent sums the CPU can interleave, each block by block in order
+// with the block's dot product scaled once. Each block is loaded once for the RQ rows.
+void project(uint i0, uint g, uint b0) {
   const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x, C4 = (pc.C + 3) / 4;
-  const uint pb = (i * gl_NumWorkGroups.y + g) * C4;
   for (uint c4 = lane; c4 < C4; c4 += S) {
-    vec4 sum = vec4(0.0);
+    vec4 sum[RQ];
+    [[unroll]] for (uint r = 0; r < RQ; ++r) sum[r] = vec4(0.0);
     [[unroll]] for (uint b = 0; b < NBG; ++b)
-      [[unroll]] for (uint r = 0; r < 4; ++r) {
+      [[unroll]] for (uint c = 0; c < 4; ++c) {
         vec4 v[8];
         float scale;
-        load_block_unscaled(min(4 * c4 + r, pc.C - 1), b0 + b, KB, pc.C, v, scale);  // past C: padding
-        float s = 0.0;
-        [[unroll]] for (uint j = 0; j < 8; ++j)
-          [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[b * 8 + j][x], s);
-        sum[r] = fma(s, scale, sum[r]);
+        load_block_unscaled(min(4 * c4 + c, pc.C - 1), b0 + b, KB, pc.C, v, scale);  // past C: padding
+        [[unroll]] for (uint r = 0; r < RQ; ++r) {
+          float s = 0.0;
+          [[unroll]] for (uint j = 0; j < 8; ++j)
+            [[unroll]] for (uint x = 0; x < 4; ++x) s = fma(v[j][x], attv[r * HPW * DV + b * 8 + j][x], s);
+          sum[r][c] = fma(s, scale, sum[r][c]);
+        }
       }
-    part[pb + c4] = sum;
+    [[unroll]] for (uint r = 0; r < RQ; ++r)
+      if (i0 + r < pc.N) part[((i0 + r) * gl_NumWorkGroups.y + g) * C4 + c4] = sum[r];
   }
 }
 #endif
 
 void main() {
   t_ctx = dyn(pc.t, pc.t_slot);
+  const uint i0 = gl_WorkGroupID.x * RQ;
 #ifdef O_PROJ
-  const uint i = gl_WorkGroupID.x, g = gl_WorkGroupID.y, G = gl_NumWorkGroups.y;
+  const uint g = gl_WorkGroupID.y, G = gl_NumWorkGroups.y;
   const uint lane = gl_LocalInvocationID.x, S = gl_WorkGroupSize.x;
-  attend(i, g * HPW);
-  project(i, g, g * NBG);
-  memoryBarrierBuffer();  // the partial row visible before it is counted
+  attend(i0, g * HPW);
+  project(i0, g, g * NBG);
+  memoryBarrierBuffer();  // the partial rows visible before they are counted
   barrier();
-  if (lane == 0) last = atomicAdd(arrivals[i], 1u) == G - 1u;
+  // The G workgroups of rows i0 .. count in arrivals[i0]; the last adds their partials.
+  if (lane == 0) last = atomicAdd(arrivals[i0], 1u) == G - 1u;
   barrier();
   if (!last) return;
   memoryBarrierBuffer();
-  const uint ob = pc.o_offset + i * pc.o_stride, C4 = (pc.C + 3) / 4;
-  for (uint c4 = lane; c4 < C4; c4 += S) {
-    vec4 sum = vec4(0.0);
-    for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * C4 + c4];
-    if (O_VEC) {
-      o4[ob / 4 + c4] += sum;
-    } else {
-      [[unroll]] for (uint r = 0; r < 4; ++r)
-        if (4 * c4 + r < pc.C) o[ob + 4 * c4 + r] += sum[r];
+  const uint C4 = (pc.C + 3) / 4;
+  for (uint i = i0; i < min(i0 + RQ, pc.N); ++i) {
+    const uint ob = pc.o_offset + i * pc.o_stride;
+    for (uint c4 = lane; c4 < C4; c4 += S) {
+      vec4 sum = vec4(0.0);
+      for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * C4 + c4];
+      if (O_VEC) {
+        o4[ob / 4 + c4] += sum;
+      } else {
+        [[unroll]] for (uint r = 0; r < 4; ++r)
+          if (4 * c4 + r < pc.C) o[ob + 4 * c4 + r] += sum[r];
+      }
     }
   }
-  if (lane == 0) arrivals[i] = 0u;
+  if (lane == 0) arrivals[i0] = 0u;
 #else
-  attend(gl_WorkGroupID.x, gl_WorkGroupID.y * HPW);
+  attend(i0, gl_WorkGroupID.y * HPW);
 #endif
 }

@@ -248,6 +248,12 @@ inline std::vector<Variant> variants(uint32_t wg, uint32_t H, uint32_t Hkv, uint
   c.x_shuffle = 0;  // and q loaded in every lane (elsewhere once per subgroup, shuffled)
   v.push_back({"subgroup kernel, storage K/V, q per lane", c});
   c.x_shuffle = -1;
+  // Three query rows a workgroup whatever N (the host takes a power of two up to 4, fewer for
+  // small N): rows sharing their loads, and a last workgroup with fewer rows than the others.
+  c.use_subgroup = 1;
+  c.batch_tile = 3;
+  v.push_back({"subgroup kernel, 3 query rows per workgroup", c});
+  c.batch_tile = 0;
   if (H / Hkv > 1 && D * 2 <= 256) {  // GQA with several heads per workgroup by default: also one
     c.use_subgroup = 1;
     c.rows_per_workgroup = 1;

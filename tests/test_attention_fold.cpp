@@ -18,9 +18,11 @@ namespace {
 std::vector<float> run_attention_o(Context& ctx, uint32_t N, uint32_t t, uint32_t H, uint32_t Hkv, uint32_t D,
                                    const std::vector<float>& q, const KvLayer& kv, const std::vector<uint32_t>& mask,
                                    uint32_t words, const DeviceWeight& wo, const std::vector<float>& x0,
-                                   uint32_t q_row = kNoQRow) {
+                                   uint32_t q_row = kNoQRow, uint32_t query_rows = 0) {
   const OFold fold{&wo, x0};
-  return run_attention(ctx, {}, N, t, H, Hkv, D, q, *kv.k, *kv.v, mask, words, {0, 3, 5, 2, 0}, kv, &fold, 0, q_row);
+  KernelConfig cfg;
+  cfg.batch_tile = query_rows;  // query rows per workgroup: 0 the host's choice (1 where W_o is folded)
+  return run_attention(ctx, cfg, N, t, H, Hkv, D, q, *kv.k, *kv.v, mask, words, {0, 3, 5, 2, 0}, kv, &fold, 0, q_row);
 }
 }  // namespace
 
@@ -81,6 +83,10 @@ TEST_CASE_FIXTURE(VkTest, "attention with the o-projection folded in equals the 
     for (size_t e = 0; e < ref.size(); ++e) ref[e] += x0[e];
     const auto got = run_attention_o(ctx, c.N, c.t, c.H, c.Hkv, c.D, q, kv, mask, words, wo, x0);
     check_close(got, ref, 1e-4f, 1e-4f, what);
+    // Three query rows a workgroup (the host folds W_o with one; the shader takes any): the same
+    // bits, each W_o block and K/V row loaded once for the three, the last workgroup short.
+    const auto got3 = run_attention_o(ctx, c.N, c.t, c.H, c.Hkv, c.D, q, kv, mask, words, wo, x0, kNoQRow, 3);
+    CHECK_MESSAGE(std::memcmp(got3.data(), got.data(), got.size() * 4) == 0, "3 query rows a workgroup differ from 1");
 
     // A node's path laid out as a chain at t.. (what commit does), run causally, and the node
     // alone at t + depth must give the node's x row bit for bit.

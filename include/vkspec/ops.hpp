@@ -51,7 +51,7 @@ struct KernelConfig {
   int use_subgroup = -1;          // matmul: subgroupAdd reduction (needs subgroup arithmetic)
   uint32_t required_subgroup_size = 0;
   uint32_t rows_per_workgroup = 0;  // matmul
-  uint32_t batch_tile = 0;          // matmul: activation rows per workgroup (BMAX)
+  uint32_t batch_tile = 0;          // matmul: activation rows per workgroup (BMAX); attention_sg: query rows (RQ)
   int matmul_rows = -1;  // matmul variant: 0 workgroup split-K, 1 rows per invocation, 2 subgroup split-K, -1 auto
   int x_shuffle = -1;    // matmul variant 3 (x), attention_sg (q): fetched once per subgroup and shuffled (1), per lane (0), -1 auto
   uint32_t row_groups = 0;  // matmul variant 3: consecutive row groups each invocation walks
@@ -263,7 +263,8 @@ struct AttentionArgs {
   float logit_scale = 1.0f;  // q·k is multiplied by logit_scale / sqrt(D) (RopeArgs::logit_gain)
   // The o-projection folded in (only where attention_folds_o says it may): o is then the residual
   // stream (N, wo->N), and each row adds its attention output times wo^T to it. o_part: scratch
-  // of N · attention_o_partials floats; o_arrivals: N u32 counters, zero (and zero again after).
+  // of N · attention_o_partials floats; o_arrivals: N u32 counters (those of rows a workgroup
+  // starts at are used), zero (and zero again after).
   const DeviceWeight* wo = nullptr;
   const Buffer* o_part = nullptr;
   const Buffer* o_arrivals = nullptr;

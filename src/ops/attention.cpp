@@ -1,6 +1,6 @@
 // Host side of the tree-masked attention kernels:
 //   attention.comp     — portable: one workgroup per (row, head), workgroup reductions (GPUs);
-//   attention_sg.comp  — one subgroup per (row, GQA head group), no barriers (CPU rasterizers).
+//   attention_sg.comp  — one subgroup per (up to 4 rows, GQA head group), no barriers (CPU rasterizers).
 // Both visit keys in logical-position order with a reduction order fixed by the positions, and
 // the choice depends only on the device and the model's shape (never on N), so a tree pass
 // reproduces one-token decoding bit for bit on a given device.
@@ -34,13 +34,15 @@ struct AttentionSgSpec {
 };
 static_assert(sizeof(AttentionSgSpec) == 16);
 
-// attention_sg.comp's O_PROJ variant: one more constant, one more push value.
+// attention_sg.comp's O_PROJ variant: two more constants (4, 5; the plain variant has neither and
+// ignores them), and both variants' query rows per workgroup (6).
 struct AttentionSgOSpec {
   AttentionSgSpec sg;
   uint32_t kb;    // 4: blocks of 32 per W_o row
   uint32_t ovec;  // 5: the residual stream read and written as vec4s
+  uint32_t rq;    // 6: query rows per workgroup
 };
-static_assert(sizeof(AttentionSgOSpec) == 24);
+static_assert(sizeof(AttentionSgOSpec) == 28);
 
 // Both shaders' push constants.
 struct AttentionPush {
@@ -104,6 +106,33 @@ uint32_t hpw_of(const AttentionArgs& a, const KernelConfig& cfg) {
   return cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D);
 }
 
+// Query rows per subgroup workgroup (attention_sg.comp's RQ): the rows then load each key they
+// all see (the committed slots of a tree pass) once, and with W_o folded each of its blocks once.
+// The largest power of two up to kMaxQueryRows within the register budget heads_per_workgroup
+// keeps (RQ * HPW * D <= 256: a GQA group's heads already share the loads), where N has as many
+// rows; else 1, as for sliding windows (the rows' walks would start at different keys). Two
+// pipelines a model at most, since each costs lavapipe a compile. 1 with W_o folded in: the fold
+// is for small models, whose passes are short, and its 4-row variant doubled the demo's
+// first-run compile time (generate, merge, cold pipeline cache: 22 -> 50 s) for no gain measured
+// at its context lengths. A row's bits do not depend on RQ (the shader says why), so it may
+// follow N; the fold's multi-row code is kept and tested (cfg.batch_tile). Measured on lavapipe, single-threaded, 16 rows of
+// the 512-wide 8-layer f16 model (8 heads of 64): at 1024 keys attention 47-51 ms -> 27-29 ms
+// (RQ 4; 8 rows gave 25 ms more), at 128 keys the same within the spread (a row's own fixed work,
+// q and the final reductions, is most of it there).
+constexpr uint32_t kMaxQueryRows = 4;
+uint32_t query_rows_per_workgroup(const AttentionArgs& a, const KernelConfig& cfg) {
+  if (a.window != 0) return 1;
+  if (cfg.batch_tile) return cfg.batch_tile;
+  if (a.wo) return 1;
+  const uint32_t hpw = hpw_of(a, cfg);
+  uint32_t rq = 1;
+  while (rq * 2 <= kMaxQueryRows && rq * 2 * hpw * a.D <= 256) rq *= 2;
+  return a.N >= rq ? rq : 1;
+}
+
+// The most query rows a workgroup may take for `cfg`, whatever N: what the loop budget covers.
+uint64_t max_query_rows(const KernelConfig& cfg) { return std::max(kMaxQueryRows, cfg.batch_tile); }
+
 uint32_t ceil_log2(uint32_t x) {
   uint32_t b = 0;
   while ((1u << b) < x) ++b;
@@ -131,7 +160,10 @@ uint32_t max_keys_after(const Context& ctx, uint32_t D, uint32_t mask_words, con
   uint64_t fixed, per_pass, keys_per_pass;
   if (pick_variant(caps, cfg) != 0) {  // 1: K/V as texels where the device prefers them, 2: storage
     constexpr uint64_t kUnitsPerPass = 4;
-    fixed = kUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth) + kSlack;
+    // Each of a workgroup's query rows counts its mask and walks its own last passes (one more
+    // plain pass at most, a chain's rows being fewer apart than a pass); the shared passes are
+    // the key loop's.
+    fixed = max_query_rows(cfg) * kUnitsPerPass * (3ull * mask_words + 2ull * kAttentionMaxDepth + 1) + kSlack;
     per_pass = kUnitsPerPass;
     keys_per_pass = subgroup_width(caps, cfg);
   } else {
@@ -162,7 +194,8 @@ bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceW
   // one unit per block and per pass of the block decode's loops (at most 8), and one per group in
   // the last workgroup's sum. What is left of the loop budget must cover max_keys.
   const uint64_t S = subgroup_width(caps, cfg), hpw = hpw_of(a, cfg), G = a.H / hpw;
-  const uint64_t project = (wo.N + S - 1) / S * (hpw * a.D / 32 * 10 + G + 2) + 16;
+  const uint64_t rq = max_query_rows(cfg);
+  const uint64_t project = (wo.N + S - 1) / S * (hpw * a.D / 32 * 10 + rq * (G + 2)) + rq + 16;
   return max_keys <= max_keys_after(ctx, a.D, (kTreeMaxNodes + 31) / 32, cfg, project);
 }
 
@@ -220,11 +253,14 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   const VkDescriptorType kv = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
   std::vector<VkDescriptorType> bindings{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kv, kv, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                          VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER};
+  const uint32_t rq = query_rows_per_workgroup(a, cfg), row_groups = (a.N + rq - 1) / rq;
+  assert(rq == 1 || a.window == 0);
   if (!a.wo) {
-    auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionPush), spec, caps.subgroup_size_control ? S : 0);
+    auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionPush), AttentionSgOSpec{spec, 0, 0, rq},
+                                   caps.subgroup_size_control ? S : 0);
     desc.full_subgroups = caps.compute_full_subgroups;
     seq.dispatch(ctx.pipelines().get(desc), {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state},
-                 push, a.N, a.H / spec.hpw, 1, "attention");
+                 push, row_groups, a.H / spec.hpw, 1, "attention");
     return;
   }
   // The o-projection folded in: W_o (and q8_0's scales) at bindings 6, 7, the partial rows and
@@ -236,13 +272,13 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   name += std::string("_o_") + weight_type_name(c.type);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-  AttentionSgOSpec ospec{spec, wo.blocks_per_row, wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0};
+  AttentionSgOSpec ospec{spec, wo.blocks_per_row, wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0, rq};
   auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   seq.dispatch(ctx.pipelines().get(desc),
                {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state, in(c.data), in(c.scales),
                 out(*a.o_part), out(*a.o_arrivals)},
-               AttentionOPush{push, wo.N}, a.N, a.H / spec.hpw, 1, "attention");
+               AttentionOPush{push, wo.N}, row_groups, a.H / spec.hpw, 1, "attention");
 }
 
 }  // namespace vkspec
