@@ -102,6 +102,10 @@ check "bench-kernels skips a q4_k shape whose rows are no multiple of 256 and me
 outkt=$("$vkspec" bench-kernels --types f16 --shapes 64x64 --batches 1 --reps 2 --rotate-mib 1 --cost-model "$m" --cost-rows 1,4 --time-kernels --json 2>/dev/null)
 check "bench-kernels --time-kernels: each cost row's forward by kernel, the dispatch counts those of a forward and alike for every N" \
   "printf '%s' \"\$outkt\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)[\"verify_cost\"]; k=d[\"kernels\"]; assert [r[\"rows\"] for r in k]==[1,4] and [r[\"rows\"] for r in d[\"results\"]]==[1,4], d; c=[r[\"dispatches_by_kernel\"] for r in k]; assert c[0]==c[1] and c[0][\"attention\"]>=1 and c[0][\"matmul\"]>=3, c; assert all(abs(sum(r[\"us_by_kernel\"].values())-r[\"us\"])<=1e-6*r[\"us\"] and min(r[\"us_by_kernel\"].values())>0 and set(r[\"us_by_kernel\"])==set(r[\"dispatches_by_kernel\"]) for r in k), k'"
+outkv=$("$vkspec" bench-kernels --types f16 --shapes 64x64 --batches 1 --reps 2 --rotate-mib 1 --cost-model "$m" --cost-rows 1,2 --cost-kv 200 --json 2>/dev/null)
+check "bench-kernels --cost-kv sets the committed positions of the cost forwards and says so" \
+  "printf '%s' \"\$outkv\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)[\"verify_cost\"]; assert d[\"kv_length\"]==200 and [r[\"rows\"] for r in d[\"results\"]]==[1,2] and d[\"results\"][1][\"cost_ratio\"] > 0, d'"
+expect_error "bench-kernels refuses a --cost-kv past its range" "cost-kv expects an integer in 0..65536, got '70000'" bench-kernels --cost-kv 70000
 expect_error "bench-kernels --time-kernels needs the cost measurement" "drop --no-cost" bench-kernels --no-cost --time-kernels
 expect_error "bench-kernels with no measurable pair says why" "no --types / --shapes pair can be measured: q4_k rows must be a multiple of 256" bench-kernels --types q4_k --shapes 256x300 --no-cost
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan

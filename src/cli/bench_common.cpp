@@ -281,11 +281,12 @@ uint64_t model_bytes(const GgufFile& f) {
 
 namespace {
 // The random token ids of a cost pass (as many as its most rows), checked against the model.
-Buffer cost_tokens(Context& ctx, const LlamaModel& model, const std::vector<uint32_t>& rows) {
+Buffer cost_tokens(Context& ctx, const LlamaModel& model, const std::vector<uint32_t>& rows, uint32_t kv_length) {
   const uint32_t maxN = rows.empty() ? 1 : *std::max_element(rows.begin(), rows.end());
-  if (maxN > model.max_rows() || kCostAt + maxN > model.capacity())
-    throw Error("verify cost: " + std::to_string(maxN) + " rows need a model with that many rows per pass and " +
-                std::to_string(kCostAt + maxN) + " KV slots");
+  if (maxN > model.max_rows() || uint64_t(kv_length) + maxN > model.capacity())
+    throw Error("verify cost: " + std::to_string(maxN) + " rows at KV length " + std::to_string(kv_length) +
+                " need a model with that many rows per pass and " + std::to_string(uint64_t(kv_length) + maxN) +
+                " KV slots (it has " + std::to_string(model.max_rows()) + " and " + std::to_string(model.capacity()) + ")");
   std::mt19937 rng(7);
   std::vector<uint32_t> ids(maxN);
   for (auto& t : ids) t = rng() % uint32_t(model.config().V);
@@ -294,18 +295,19 @@ Buffer cost_tokens(Context& ctx, const LlamaModel& model, const std::vector<uint
   return tokens;
 }
 
-// One verify-like forward of N rows at KV length kCostAt: every row's logits, as verify.
-void record_cost_forward(Sequence& seq, LlamaModel& model, const Buffer& tokens, uint32_t N) {
+// One verify-like forward of N rows at KV length kv_length: every row's logits, as verify.
+void record_cost_forward(Sequence& seq, LlamaModel& model, const Buffer& tokens, uint32_t N, uint32_t kv_length) {
   LlamaModel::ForwardArgs a;
-  a.N = N, a.t = kCostAt, a.tokens = &tokens, a.logits_from = 0;
+  a.N = N, a.t = kv_length, a.tokens = &tokens, a.logits_from = 0;
   model.forward(seq, a);
 }
 }  // namespace
 
 nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
-                           uint32_t per_submit, const std::function<void(const std::string&)>& progress) {
+                           uint32_t per_submit, const std::function<void(const std::string&)>& progress,
+                           uint32_t kv_length) {
   using clock = std::chrono::steady_clock;
-  const Buffer tokens = cost_tokens(ctx, model, rows);
+  const Buffer tokens = cost_tokens(ctx, model, rows, kv_length);
   const double tick_s = double(clock::period::num) / double(clock::period::den);
   std::vector<uint32_t> order = rows;
   if (std::find(order.begin(), order.end(), 1u) == order.end()) order.insert(order.begin(), 1);
@@ -320,7 +322,7 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
     for (size_t i = 0; i < order.size(); ++i) {
       if (progress && r >= 0) progress("verify cost N=" + std::to_string(order[i]) + " rep " + std::to_string(r + 1));
       seq.begin();
-      for (uint32_t k = 0; k < per_submit; ++k) record_cost_forward(seq, model, tokens, order[i]);
+      for (uint32_t k = 0; k < per_submit; ++k) record_cost_forward(seq, model, tokens, order[i], kv_length);
       seq.end();
       const auto t0 = clock::now();
       seq.submit();
@@ -341,9 +343,10 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
   return out;
 }
 
-nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps) {
+nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
+                                   uint32_t kv_length) {
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");
-  const Buffer tokens = cost_tokens(ctx, model, rows);
+  const Buffer tokens = cost_tokens(ctx, model, rows, kv_length);
   Sequence seq(ctx, 4096);  // more timestamps than any forward has dispatches
   nlohmann::json out = nlohmann::json::array();
   for (uint32_t N : rows) {
@@ -351,7 +354,7 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
     std::map<std::string, uint32_t> count;
     for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
       seq.begin();
-      record_cost_forward(seq, model, tokens, N);
+      record_cost_forward(seq, model, tokens, N, kv_length);
       seq.run();
       const std::vector<DispatchTiming> timings = seq.timings();
       if (timings.size() != seq.dispatch_count())

@@ -60,16 +60,19 @@ uint64_t model_params(const GgufFile& f);
 uint64_t model_bytes(const GgufFile& f);
 
 // ---- verify cost ratio c(N) = time(forward N rows) / time(forward 1 row) --------------------
-// `model` must have max_rows >= max(rows) and capacity >= kCostAt + max(rows). Each forward
-// computes every row's logits (as a verify pass does) at KV length kCostAt; `reps` timed
-// submissions of `per_submit` forwards each, wall clock.
+// `model` must have max_rows >= max(rows) and capacity >= kv_length + max(rows). Each forward
+// computes every row's logits (as a verify pass does) with kv_length committed positions before
+// its rows (kCostAt unless bench-kernels --cost-kv says otherwise); `reps` timed submissions of
+// `per_submit` forwards each, wall clock.
 inline constexpr uint32_t kCostAt = 128;
 nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
-                           uint32_t per_submit, const std::function<void(const std::string&)>& progress = {});
+                           uint32_t per_submit, const std::function<void(const std::string&)>& progress = {},
+                           uint32_t kv_length = kCostAt);
 // Where those forwards' time goes: per N, GPU microseconds by kernel label (timestamp queries,
 // which themselves add to each dispatch: compare kernels with each other and across N, not with
 // the wall-clock figures), averaged over `reps` forwards after a warm-up, and dispatch counts.
-nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps);
+nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::vector<uint32_t>& rows, int reps,
+                                   uint32_t kv_length = kCostAt);
 
 // ---- report pieces ----------------------------------------------------------------------------
 nlohmann::json caps_json(const DeviceCaps& c);  // devices.cpp

@@ -1,7 +1,8 @@
 // `vkspec bench-kernels [--json]`: achieved GB/s and GFLOP/s of the matmul per weight type and
 // batch size (B = 1, 2, 4, 8, 16, 32, 64 by default), from timestamp queries, and the verify cost
 // ratio c(N) = time(forward N rows) / time(forward 1 row) of a model (the built-in random
-// 512-wide 8-layer f16 model unless --cost-model names a GGUF or a built-in shape). Weights rotate
+// 512-wide 8-layer f16 model unless --cost-model names a GGUF or a built-in shape), its forwards'
+// rows after 128 committed positions (--cost-kv another count). Weights rotate
 // over copies totalling >= 1 GiB (or the --rotate-mib given) so the numbers are DRAM-bound, not
 // cache-flattered.
 #include <algorithm>
@@ -38,6 +39,8 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   const bool cost_kernels = args.flag("time-kernels");
   const std::string cost_model = args.get("cost-model", "tiny-512x8");
   const std::vector<uint32_t> cost_rows = parse_list("cost-rows", args.get("cost-rows", "1,2,4,8,16,32,64"));
+  // Committed positions before the cost forwards' rows: attention's share of c(N) grows with it.
+  const uint32_t cost_kv = uint32_t(args.get_uint("cost-kv", kCostAt, 65536, 0));
   ContextOptions co;
   co.device = args.get("device", "");
   args.reject_unknown();
@@ -104,9 +107,9 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     GgufFile f = is_file ? GgufFile::open(cost_model) : random_model(find_model_shape(cost_model));
     ModelOptions mo;
     mo.max_rows = *std::max_element(cost_rows.begin(), cost_rows.end());
-    mo.context = std::max<uint32_t>(2048, kCostAt + mo.max_rows);
+    mo.context = std::max<uint32_t>(2048, cost_kv + mo.max_rows);
     LlamaModel m(ctx, f, mo);
-    const nlohmann::json c = verify_cost(ctx, m, cost_rows, std::max(plan.reps, 2), 2);
+    const nlohmann::json c = verify_cost(ctx, m, cost_rows, std::max(plan.reps, 2), 2, {}, cost_kv);
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : c) {
       rows.push_back({{"rows", r["rows"]},
@@ -116,13 +119,13 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
                       {"cost_ratio_sd", r["cost_ratio"]["sd"]},
                       {"unreliable", r["cost_ratio"]["unreliable"]}});
       if (!json)
-        std::fprintf(stderr, "verify cost %s N=%-3u %10.1f us/forward  c(N) = %5.2f ± %.2f\n", cost_model.c_str(),
-                     r["rows"].get<uint32_t>(), stat_mean(r["us_per_forward"]), stat_mean(r["cost_ratio"]),
-                     r["cost_ratio"]["sd"].get<double>());
+        std::fprintf(stderr, "verify cost %s at %u keys N=%-3u %10.1f us/forward  c(N) = %5.2f ± %.2f\n",
+                     cost_model.c_str(), cost_kv, r["rows"].get<uint32_t>(), stat_mean(r["us_per_forward"]),
+                     stat_mean(r["cost_ratio"]), r["cost_ratio"]["sd"].get<double>());
     }
-    out["verify_cost"] = {{"model", cost_model}, {"kv_length", kCostAt}, {"results", rows}};
+    out["verify_cost"] = {{"model", cost_model}, {"kv_length", cost_kv}, {"results", rows}};
     if (cost_kernels) {
-      const nlohmann::json k = verify_cost_kernels(ctx, m, cost_rows, std::max(plan.reps, 2));
+      const nlohmann::json k = verify_cost_kernels(ctx, m, cost_rows, std::max(plan.reps, 2), cost_kv);
       out["verify_cost"]["kernels"] = k;
       if (!json)
         for (const auto& r : k) {
@@ -141,7 +144,7 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench-kernels",
                            "matmul GB/s and GFLOP/s per weight type and batch, and the verify cost c(N) "
-                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M|--no-cost] "
+                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M --cost-kv L|--no-cost] "
                            "[--time-kernels] [--json]",
                            run_bench_kernels};
 
