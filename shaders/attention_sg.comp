@@ -137,7 +137,8 @@ layout(constant_id = 5) const bool O_VEC = false;
 layout(set = 0, binding = 4, std430) buffer O4 { vec4 o4[]; } PAIRED(O4_);
 #define o4 PAIR_AT(O4_).o4
 const uint NBG = HPW * D / 32;              // blocks of one head group's columns
-vec4 attv[RQ * HPW * DV];                   // the rows' output, values 4c .. 4c+3 of row r's head g at (r·HPW + g)·DV + c
+// The rows' output: values 4c .. 4c+3 of row r's head g at (r·HPW + g)·DV + c.
+vec4 attv[RQ * HPW * DV];
 shared bool last;
 #endif
 layout(push_constant) uniform Push {
@@ -195,7 +196,8 @@ void visit(uint e, bool valid, uint r0, uint r1) {
     [[unroll]] for (uint r = 0; r < RQ; ++r)
       if (r >= r0 && r < r1)
         [[unroll]] for (uint g = 0; g < HPW; ++g)
-          [[unroll]] for (uint x = 0; x < 4; ++x) s[r * HPW + g] = fma(qv[(r * HPW + g) * DV + c][x], k[x], s[r * HPW + g]);
+          [[unroll]] for (uint x = 0; x < 4; ++x)
+            s[r * HPW + g] = fma(qv[(r * HPW + g) * DV + c][x], k[x], s[r * HPW + g]);
   }
   float p[RQ * HPW], c_[RQ * HPW];
   [[unroll]] for (uint rg = 0; rg < RQ * HPW; ++rg) {

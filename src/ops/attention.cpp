@@ -1,9 +1,11 @@
 // Host side of the tree-masked attention kernels:
 //   attention.comp     — portable: one workgroup per (row, head), workgroup reductions (GPUs);
-//   attention_sg.comp  — one subgroup per (up to 4 rows, GQA head group), no barriers (CPU rasterizers).
+//   attention_sg.comp  — one subgroup per (up to 4 rows, GQA head group), no barriers (CPU
+//                        rasterizers).
 // Both visit keys in logical-position order with a reduction order fixed by the positions, and
-// the choice depends only on the device and the model's shape (never on N), so a tree pass
-// reproduces one-token decoding bit for bit on a given device.
+// the choice depends only on the device and the model's shape (never on N; attention_sg's rows
+// per workgroup may, as they change no row's ops), so a tree pass reproduces one-token decoding
+// bit for bit on a given device.
 #include <algorithm>
 #include <cassert>
 #include <climits>
@@ -106,19 +108,19 @@ uint32_t hpw_of(const AttentionArgs& a, const KernelConfig& cfg) {
   return cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D);
 }
 
-// Query rows per subgroup workgroup (attention_sg.comp's RQ): the rows then load each key they
-// all see (the committed slots of a tree pass) once, and with W_o folded each of its blocks once.
-// The largest power of two up to kMaxQueryRows within the register budget heads_per_workgroup
-// keeps (RQ * HPW * D <= 256: a GQA group's heads already share the loads), where N has as many
-// rows; else 1, as for sliding windows (the rows' walks would start at different keys). Two
-// pipelines a model at most, since each costs lavapipe a compile. 1 with W_o folded in: the fold
-// is for small models, whose passes are short, and its 4-row variant doubled the demo's
-// first-run compile time (generate, merge, cold pipeline cache: 22 -> 50 s) for no gain measured
-// at its context lengths. A row's bits do not depend on RQ (the shader says why), so it may
-// follow N; the fold's multi-row code is kept and tested (cfg.batch_tile). Measured on lavapipe, single-threaded, 16 rows of
-// the 512-wide 8-layer f16 model (8 heads of 64): at 1024 keys attention 47-51 ms -> 27-29 ms
-// (RQ 4; 8 rows gave 25 ms more), at 128 keys the same within the spread (a row's own fixed work,
-// q and the final reductions, is most of it there).
+// Query rows per subgroup workgroup (attention_sg.comp's RQ): the rows then load each key they all
+// see (the committed slots of a tree pass) once, and with W_o folded each of its blocks once. The
+// largest power of two up to kMaxQueryRows within the register budget heads_per_workgroup keeps
+// (RQ·HPW·D <= 256: a GQA group's heads already share the loads), where N has as many rows; else 1,
+// as for sliding windows (the rows' walks would start at different keys). Two pipelines a model at
+// most, since each costs lavapipe a compile. 1 with W_o folded in: the fold is for small models,
+// whose passes are short, and its 4-row variant doubled the demo's first-run compile time
+// (generate, merge, cold pipeline cache: 22 -> 50 s) for no gain measured at its context lengths. A
+// row's bits do not depend on RQ (the shader says why), so it may follow N; the fold's multi-row
+// code is kept and tested (cfg.batch_tile). Measured on lavapipe, single-threaded, 16 rows of the
+// 512-wide 8-layer f16 model (8 heads of 64): at 1024 keys attention 47-51 ms -> 27-29 ms (RQ 4; RQ
+// 8: 25 ms), at 128 keys the same within the spread (a row's own fixed work, q and the final
+// reductions, is most of it there).
 constexpr uint32_t kMaxQueryRows = 4;
 uint32_t query_rows_per_workgroup(const AttentionArgs& a, const KernelConfig& cfg) {
   if (a.window != 0) return 1;
@@ -272,7 +274,8 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   name += std::string("_o_") + weight_type_name(c.type);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-  AttentionSgOSpec ospec{spec, wo.blocks_per_row, wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0, rq};
+  AttentionSgOSpec ospec{spec, wo.blocks_per_row,
+                         wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0, rq};
   auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   seq.dispatch(ctx.pipelines().get(desc),
