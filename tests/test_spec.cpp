@@ -90,6 +90,32 @@ TEST_CASE_FIXTURE(VkTest, "drafted depth: --depth past what the budget can verif
   CHECK(d.dispatches_per_step() < c.dispatches_per_step());
 }
 
+TEST_CASE_FIXTURE(VkTest, "draft_select runs only where the combiner verifies a selection that is not the pool") {
+  // Top-k 1 over B levels drafts just B candidates: the best B of them are the pool itself, so
+  // the drafter records no draft_select (nor does merge-trie, which folds the pools). Same tokens.
+  Rig rig(ctx, "spec_oracle", 0.05f, 2, 2, 0.25f, 0.5f);
+  const std::vector<std::vector<uint32_t>> ps = random_prompts(2, uint32_t(rig.model->config().V));
+  Engine ar(ctx, *rig.model, nullptr, nullptr, EngineOptions{});
+  struct Case {
+    Strategy s;
+    uint32_t topk;
+    bool selects;
+  };
+  for (const Case c : {Case{Strategy::Single1, 1, false}, Case{Strategy::Single1, 2, true}, Case{Strategy::Merge, 1, false},
+                       Case{Strategy::Route, 2, true}, Case{Strategy::MergeTrie, 2, false}}) {
+    CAPTURE(strategy_name(c.s));
+    CAPTURE(c.topk);
+    EngineOptions o;
+    o.strategy = c.s, o.topk = c.topk, o.budget = 3, o.depth = 3, o.time_kernels = true;
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
+    for (const auto& p : ps) {
+      const GenerateStats st = e.generate(p, 24);
+      CHECK(st.tokens == ar.generate(p, 24).tokens);
+      CHECK(st.kernel_dispatches.count("draft_select") == (c.selects ? 1u : 0u));
+    }
+  }
+}
+
 TEST_CASE_FIXTURE(VkTest, "lossless: every strategy equals ar under a sliding window far shorter than the text") {
   // A window of 6 positions: tree rows drop committed keys and, deeper than 6, their own oldest
   // ancestors; accepted paths are committed and later rows see them slide out.

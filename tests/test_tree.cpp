@@ -102,6 +102,16 @@ TEST_CASE_FIXTURE(VkTest, "tree: draft_select keeps all nodes when B = count - 1
       seq.run();
       check_same(download_tree(ds, B + 1), select_ref(pool, 40, B), "B " + std::to_string(B));
     }
+    // With B = count - 1 the selected tree is the pool itself, node for node, whatever the scores:
+    // a drafter whose pool holds just B candidates (top-k 1 over B levels) verifies its pool and
+    // records no draft_select (eagle_drafter.cpp).
+    HostTree scored = random_tree(40, 6, 2, rng);
+    upload_tree(dp, scored);
+    Sequence seq(ctx);
+    seq.begin();
+    draft_select(seq, dp, 40, 39, ds, wg_cfg(wg));
+    seq.run();
+    check_same(download_tree(ds, 40), scored, "B = count - 1 over random scores");
   }
 }
 

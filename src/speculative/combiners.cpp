@@ -56,6 +56,7 @@ class MergeTrie final : public Combiner {
   uint32_t drafters() const override { return 2; }
   uint32_t verify_nodes(uint32_t B) const override { return 1 + 2 * B; }
   uint32_t max_budget(uint32_t pool) const override { return std::min(pool - 1, (kTreeMaxNodes - 1) / 2); }
+  bool reads_trees() const override { return false; }  // the pools: no draft_select a step
   void record(Sequence& seq, std::span<Drafter* const> d, uint32_t B, DeviceTree& out, Dyn t,
               const Buffer& root, const MetaEmbed* embed) const override {
     merge_trie(seq, d[0]->pool(), d[0]->pool_count(), d[1]->pool(), d[1]->pool_count(), verify_nodes(B), out, {}, &root,

@@ -3,6 +3,7 @@
 // by cumulative log-prob, the best k become the next frontier; finally the best B of all
 // candidates form the tree.
 #include <algorithm>
+#include <cassert>
 
 #include "ops/common.hpp"
 #include "speculative/parts.hpp"
@@ -17,7 +18,11 @@ class EagleDrafter final : public Drafter {
     const uint32_t K = s.K, D = s.D;
     pool_count_ = uint32_t(draft_pool_nodes(K, D));  // <= kTreeMaxNodes: checked by the engine
     pool_ = DeviceTree(ctx, pool_count_, D);
-    tree_ = DeviceTree(ctx, s.B + 1, D);
+    // draft_select keeps the best B of the pool's count - 1 candidates, renumbered in pool order.
+    // Where there are just B (top-k 1 drafting B levels), it keeps all, and every node keeps its
+    // index and parent: the pool is the tree, and the step has no dispatch for it.
+    select_ = s.select && pool_count_ > s.B + 1;
+    if (select_) tree_ = DeviceTree(ctx, s.B + 1, D);
     frontier_ = Buffer(ctx, (D + 1) * K * 4);
     ids_ = Buffer(ctx, K * kTopkMax * 4);
     logp_ = Buffer(ctx, K * kTopkMax * 4);
@@ -45,7 +50,10 @@ class EagleDrafter final : public Drafter {
   uint32_t capacity() const override { return head_.capacity(); }
   const DeviceTree& pool() const override { return pool_; }
   uint32_t pool_count() const override { return pool_count_; }
-  const DeviceTree& tree() const override { return tree_; }
+  const DeviceTree& tree() const override {
+    assert(s_.select);  // merge-trie reads the pools alone
+    return select_ ? tree_ : pool_;
+  }
 
   // Head positions: the pair (f_j, y[j+1]) sits at head position j (EAGLE).
   void record_prefill(Sequence& seq, const StepBuffers& b, Mat hidden, Mat taps, uint32_t t0, uint32_t n) override {
@@ -111,13 +119,14 @@ class EagleDrafter final : public Drafter {
                         head_id_, frontier_, l * K, K, arrivals_, l + 1 < D ? &g : nullptr);
       base = next_base;
     }
-    draft_select(seq, pool_, pool_count_, s_.B, tree_);
+    if (select_) draft_select(seq, pool_, pool_count_, s_.B, tree_);
   }
 
   Context& ctx_;
   EagleHead& head_;
   DraftShape s_;
   uint32_t C_, V_, words_ = 0, pool_count_ = 0;
+  bool select_ = true;  // draft_select runs: the combiner reads tree() and it is not the pool
   DeviceTree pool_, tree_;
   Buffer frontier_, ids_, logp_, tok_, feat_, mask_, zero_, head_id_, arrivals_;
 };

@@ -160,7 +160,7 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   }
   std::vector<Drafter*> drafters;
   for (size_t i = 0; i < heads.size(); ++i) {
-    DraftShape ds{opts.topk, draft_depth(), opts.budget, uint32_t(i + 1)};
+    DraftShape ds{opts.topk, draft_depth(), opts.budget, uint32_t(i + 1), p.combiner->reads_trees()};
     if (s == Strategy::Single2) ds.head_id = 2;
     p.drafter_store.push_back(make_eagle_drafter(ctx, *heads[i], *p.verifier, ds));
     drafters.push_back(p.drafter_store.back().get());

@@ -62,6 +62,7 @@ class Verifier {
 struct DraftShape {
   uint32_t K = 4, D = 4, B = 8;  // top-k, depth, nodes kept
   uint32_t head_id = 1;          // recorded in each node's `head` (1 or 2)
+  bool select = true;            // the combiner reads tree() (Combiner::reads_trees)
 };
 
 // Given the accepted features, records its draft tree (DESIGN.md §5). A drafter keeps its own KV
@@ -76,7 +77,7 @@ class Drafter {
   virtual void record_prefill(Sequence& seq, const StepBuffers& b, Mat hidden, Mat taps, uint32_t t0, uint32_t n) = 0;
   // The step's drafting: ingest the last step's accepted pairs, then draft from the root y[t].
   virtual void record_step(Sequence& seq, const StepBuffers& b) = 0;
-  // After record_step: the candidate pool and the best-B tree it selected.
+  // After record_step: the candidate pool and the best-B tree it selected (DraftShape::select).
   virtual const DeviceTree& pool() const = 0;
   virtual uint32_t pool_count() const = 0;
   virtual const DeviceTree& tree() const = 0;
@@ -109,6 +110,7 @@ class Combiner {
   virtual uint32_t verify_nodes(uint32_t B) const = 0;        // nodes of the verified tree, root included
   virtual uint32_t max_budget(uint32_t pool_nodes) const = 0; // largest B whose tree the kernels hold
   virtual uint32_t win_slot() const { return kInfoBestHead; } // tree info slot naming the winning head
+  virtual bool reads_trees() const { return true; }           // Drafter::tree(); else their pools alone
   // Writes the verified tree and its verification inputs (tree_meta at t) into `out`, its root's
   // token from root[t] (the drafters' pools leave theirs unwritten); with `embed`, the verifier's
   // input rows too, in the same dispatch (MetaEmbed).
