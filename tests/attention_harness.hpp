@@ -233,15 +233,6 @@ struct Variant {
   KernelConfig cfg;
 };
 
-// The host's heads per subgroup workgroup (ops/attention.cpp): the largest divisor of the GQA
-// group within 256 values.
-inline uint32_t default_heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
-  uint32_t best = 1;
-  for (uint32_t h = 1; h <= H / Hkv; ++h)
-    if ((H / Hkv) % h == 0 && h * D <= 256) best = h;
-  return best;
-}
-
 inline std::vector<Variant> variants(uint32_t wg, uint32_t H, uint32_t Hkv, uint32_t D) {
   std::vector<Variant> v;
   KernelConfig c;

@@ -85,8 +85,8 @@ TEST_CASE_FIXTURE(VkTest, "attention with the o-projection folded in equals the 
     check_close(got, ref, 1e-4f, 1e-4f, what);
     // Three query rows a workgroup (the host folds W_o with one; the shader takes any): the same
     // bits, each W_o block and K/V row loaded once for the three, the last workgroup short. Within
-    // the host's register budget only, as test_attention.cpp's variants.
-    if (3 * default_heads_per_workgroup(c.H, c.Hkv, c.D) * c.D <= 256) {
+    // the host's register budget only (3 rows x heads per workgroup x D <= 256).
+    if (3 * attention_heads_per_workgroup(c.H, c.Hkv, c.D) * c.D <= 256) {
       const auto got3 = run_attention_o(ctx, c.N, c.t, c.H, c.Hkv, c.D, q, kv, mask, words, wo, x0, kNoQRow, 3);
       CHECK_MESSAGE(std::memcmp(got3.data(), got.data(), got.size() * 4) == 0, "3 query rows a workgroup differ from 1");
     }

@@ -284,6 +284,9 @@ uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words,
 // device and the model only, so every pass of a model records the same kernels.
 bool attention_folds_o(const Context& ctx, const AttentionArgs& a, const DeviceWeight& wo, uint32_t max_keys,
                        KernelConfig cfg = {});
+// Query heads the subgroup kernel takes a workgroup by default (a GQA group's heads share each
+// K/V load): the largest divisor of H / Hkv with at most 256 values of q, from the shape alone.
+uint32_t attention_heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D);
 // Floats of AttentionArgs::o_part per row when attention over `a`'s heads carries a W_o of C rows
 // (one partial row per head group), from the shapes alone; 0 where those never fold.
 uint32_t attention_o_partials(const AttentionArgs& a, uint32_t C, KernelConfig cfg = {});

@@ -75,17 +75,6 @@ static_assert(sizeof(AttentionOPush) == 80);
 // against 2.76-3.02; so W_o folds up to 2^17 weights (the demo's 192x192 and 288x288 do).
 constexpr uint64_t kFoldOMaxWeights = 1u << 17;
 
-// Heads per subgroup workgroup: the largest divisor of the GQA group size H / Hkv that keeps
-// the per-lane accumulators (HPW * D floats, plus as many for q) to a register-file-ish size.
-// A function of the model's shape only — never of N — so every pass uses the same pipeline.
-uint32_t heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
-  const uint32_t G = H / Hkv;
-  uint32_t best = 1;
-  for (uint32_t h = 1; h <= G; ++h)
-    if (G % h == 0 && h * D <= 256) best = h;
-  return best;
-}
-
 // Kernel choice, from the device only: where barriers and shared memory are what costs
 // (DeviceCaps::Quirks::single_subgroup_kernels), the subgroup kernel (1), whose workgroup is
 // pinned to exactly one subgroup; elsewhere the workgroup kernel (0).
@@ -105,13 +94,14 @@ uint32_t subgroup_width(const DeviceCaps& caps, const KernelConfig& cfg) {
 }
 
 uint32_t hpw_of(const AttentionArgs& a, const KernelConfig& cfg) {
-  return cfg.rows_per_workgroup ? cfg.rows_per_workgroup : heads_per_workgroup(a.H, a.Hkv, a.D);
+  return cfg.rows_per_workgroup ? cfg.rows_per_workgroup : attention_heads_per_workgroup(a.H, a.Hkv, a.D);
 }
 
 // Query rows per subgroup workgroup (attention_sg.comp's RQ): the rows then load each key they all
 // see (the committed slots of a tree pass) once, and with W_o folded each of its blocks once. The
-// largest power of two up to kMaxQueryRows within the register budget heads_per_workgroup keeps
-// (RQ·HPW·D <= 256: a GQA group's heads already share the loads), where N has as many rows; else 1,
+// largest power of two up to kMaxQueryRows within the register budget of
+// attention_heads_per_workgroup (RQ·HPW·D <= 256: a GQA group's heads already share the loads),
+// where N has as many rows; else 1,
 // as for sliding windows (the rows' walks would start at different keys). Two pipelines a model at
 // most, since each costs lavapipe a compile. 1 with W_o folded in: the fold is for small models,
 // whose passes are short, and its 4-row variant doubled the demo's first-run compile time
@@ -178,6 +168,16 @@ uint32_t max_keys_after(const Context& ctx, uint32_t D, uint32_t mask_words, con
   return uint32_t(std::min<uint64_t>(UINT32_MAX, (limit - fixed) / per_pass * keys_per_pass));
 }
 }  // namespace
+
+// The per-lane accumulators (HPW * D floats, plus as many for q) kept to a register-file-ish
+// size. A function of the model's shape only — never of N — so every pass uses the same pipeline.
+uint32_t attention_heads_per_workgroup(uint32_t H, uint32_t Hkv, uint32_t D) {
+  const uint32_t G = H / Hkv;
+  uint32_t best = 1;
+  for (uint32_t h = 1; h <= G; ++h)
+    if (G % h == 0 && h * D <= 256) best = h;
+  return best;
+}
 
 uint32_t attention_max_keys(const Context& ctx, uint32_t D, uint32_t mask_words, KernelConfig cfg) {
   return max_keys_after(ctx, D, mask_words, cfg, 0);
