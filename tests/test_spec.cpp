@@ -96,6 +96,8 @@ TEST_CASE_FIXTURE(VkTest, "draft_select runs only where the combiner verifies a 
   Rig rig(ctx, "spec_oracle", 0.05f, 2, 2, 0.25f, 0.5f);
   const std::vector<std::vector<uint32_t>> ps = random_prompts(2, uint32_t(rig.model->config().V));
   Engine ar(ctx, *rig.model, nullptr, nullptr, EngineOptions{});
+  std::vector<std::vector<uint32_t>> want;  // ar's tokens, once per prompt for every case
+  for (const auto& p : ps) want.push_back(ar.generate(p, 24).tokens);
   struct Case {
     Strategy s;
     uint32_t topk;
@@ -108,9 +110,9 @@ TEST_CASE_FIXTURE(VkTest, "draft_select runs only where the combiner verifies a 
     EngineOptions o;
     o.strategy = c.s, o.topk = c.topk, o.budget = 3, o.depth = 3, o.time_kernels = true;
     Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), o);
-    for (const auto& p : ps) {
-      const GenerateStats st = e.generate(p, 24);
-      CHECK(st.tokens == ar.generate(p, 24).tokens);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const GenerateStats st = e.generate(ps[i], 24);
+      CHECK(st.tokens == want[i]);
       CHECK(st.kernel_dispatches.count("draft_select") == (c.selects ? 1u : 0u));
     }
   }

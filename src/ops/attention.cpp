@@ -101,10 +101,10 @@ uint32_t hpw_of(const AttentionArgs& a, const KernelConfig& cfg) {
 // see (the committed slots of a tree pass) once, and with W_o folded each of its blocks once. The
 // largest power of two up to kMaxQueryRows within the register budget of
 // attention_heads_per_workgroup (RQ·HPW·D <= 256: a GQA group's heads already share the loads),
-// where N has as many rows; else 1,
-// as for sliding windows (the rows' walks would start at different keys). Two pipelines a model at
-// most, since each costs lavapipe a compile. 1 with W_o folded in: the fold is for small models,
-// whose passes are short, and its 4-row variant doubled the demo's first-run compile time
+// where N has as many rows; else 1, as for sliding windows (the rows' walks would start at
+// different keys). Two pipelines a model at most, since each costs lavapipe a compile. 1 with W_o
+// folded in: the fold is for small models, whose passes are short, and its 4-row variant doubled
+// the demo's first-run compile time
 // (generate, merge, cold pipeline cache: 22 -> 50 s) for no gain measured at its context lengths. A
 // row's bits do not depend on RQ (the shader says why), so it may follow N; the fold's multi-row
 // code is kept and tested (cfg.batch_tile). Measured on lavapipe, single-threaded, 16 rows of the
