@@ -572,7 +572,7 @@ void row_group(uint wgx) {
   const uint nsb = kb / RAW_SUBS;
   for (uint sb = 0; sb < nsb; ++sb) {
     uint w[R][RAW_WORDS];
-    [[unroll]] for (uint r = 0; r < R; ++r) raw_block_words(raw_block(rows[r], sb, nsb, pc.N), w[r]);
+    [[unroll]] for (uint r = 0; r < R; ++r) raw_block_words(rows[r], sb, nsb, pc.N, w[r]);
     [[unroll]] for (uint s = 0; s < RAW_SUBS; ++s) {
       vec4 xv[XV], xp[XB];
       float xsum[BT];

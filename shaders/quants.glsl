@@ -6,7 +6,7 @@
 // padding — so device memory equals file size. A block may therefore start at any even byte
 // (18-, 22- and 110-byte blocks); the helpers below fetch the 16-byte texels covering a span once
 // and shift the words into place. The host pads each chunk by 32 bytes so the last span's extra
-// texel exists. q6_K alone is regrouped (the same bytes in another order, q6_body below) so that
+// texel exists. q6_K alone is reordered (the same bytes in another order, q6_texel below) so that
 // its blocks start on a texel.
 // Layouts and the rule for each value: include/vkspec/quants.hpp (the CPU reference),
 // which computes every value with the same float operations in the same order, so a decoded
@@ -91,15 +91,50 @@ uint raw_u16(uint b) {
 float raw_half(uint b) { return unpackHalf2x16(raw_u16(b)).x; }
 
 #if defined(WT_Q6_K)
-// q6_K blocks on the device, in groups of 8 (a chunk's last group may be shorter): the 8 blocks'
-// f16 d in the group's first texel (block j's in half j), then each block's other 208 bytes
-// (ql, qh, scales) — 105 texels, the 1680 bytes the file holds for 8 blocks, every block on a
-// texel. In the file a 210-byte block starts at any even byte and every word of it had to be
-// shifted out of two texels (ops/matmul.cpp: upload_weight regroups).
+// q6_K's device order: every block's 208 bytes of ql, qh and scales (13 texels, Q6_BODY_TEXELS)
+// start on a texel, its f16 d apart. In the file a 210-byte block starts at any even byte and
+// every word of it had to be shifted out of two texels (ops/matmul.cpp: upload_weight reorders).
+// - Storage path: groups of 8 blocks (a chunk's last group may be shorter), the 8 blocks' d in the
+//   group's first texel (block j's in half j), then each block's body — 105 texels, the 1680
+//   bytes the file holds for 8 blocks.
+// - Texel path: tiles of Q6_TILE rows (the last one shorter, h rows), block by block; in a
+//   tile's block, body texel i of every row of the tile (16·i + row), then the rows' d, 8 to a
+//   texel: 210 texels for 16 rows, the file's 3360 bytes. As with q4_K's texels (raw_texel), the
+//   lanes of a workgroup, one row each, then fetch neighbouring texels, where with whole blocks
+//   side by side each lane's fetch was a cache line of its own; a short row's blocks of a tile
+//   were 16 streams of 210 bytes (32000x512 at batch 1 cost 1.6x a 4096² matrix per byte).
 const uint Q6_GROUP_TEXELS = 105, Q6_BODY_TEXELS = 13;
-uint q6_body(uint fb) { return (fb / 8) * Q6_GROUP_TEXELS + 1 + Q6_BODY_TEXELS * (fb % 8); }
-// d of block fb in the low half of a word (the caller unpacks): half fb % 8 of the group's first texel.
-uint q6_d_word(uint fb) { return raw_u16(((fb / 8) * Q6_GROUP_TEXELS << 4) + 2 * (fb % 8)); }
+#ifdef WEIGHTS_TEXEL
+const uint Q6_TILE = 16;  // ops/matmul.cpp: kRawTexelTile
+// The first texel of block fb of the tile that holds `row`, with the tile's rows h and the row's place in it.
+uint q6_tile_block(uint row, uint fb, uint nfb, uint rows, out uint h, out uint rho) {
+  const uint t0 = row - row % Q6_TILE;
+  h = min(Q6_TILE, rows - t0);
+  rho = row - t0;
+  return (t0 / Q6_TILE) * nfb * (Q6_BODY_TEXELS * Q6_TILE + Q6_TILE / 8) + fb * (Q6_BODY_TEXELS * h + (h + 7) / 8);
+}
+// The device texel of body texel i (0..12) of block fb (of nfb a row) of `row` in a chunk of `rows` rows.
+uint q6_texel(uint row, uint fb, uint i, uint nfb, uint rows) {
+  uint h, rho;
+  const uint t = q6_tile_block(row, fb, nfb, rows, h, rho);
+  return t + i * h + rho;
+}
+// d of that block in the low half of a word (the caller unpacks).
+uint q6_d_word(uint row, uint fb, uint nfb, uint rows) {
+  uint h, rho;
+  const uint t = q6_tile_block(row, fb, nfb, rows, h, rho) + Q6_BODY_TEXELS * h + rho / 8;
+  return raw_u16((t << 4) + 2 * (rho % 8));
+}
+#else
+uint q6_texel(uint row, uint fb, uint i, uint nfb, uint rows) {
+  const uint db = raw_block(row, fb, nfb, rows);
+  return (db / 8) * Q6_GROUP_TEXELS + 1 + Q6_BODY_TEXELS * (db % 8) + i;
+}
+uint q6_d_word(uint row, uint fb, uint nfb, uint rows) {
+  const uint db = raw_block(row, fb, nfb, rows);
+  return raw_u16(((db / 8) * Q6_GROUP_TEXELS << 4) + 2 * (db % 8));
+}
+#endif
 #endif
 
 // Words s .. s+3 of the 8 words (p, q), s in 0..4. Vector selects, not an array indexed by s:
@@ -237,7 +272,7 @@ void decode_raw_dm(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 n[8]
 #endif
 
 void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], out float scale) {
-#if defined(WT_Q3_K) || defined(WT_Q6_K) || defined(WT_IQ4_XS)
+#if defined(WT_Q3_K) || defined(WT_IQ4_XS)
   const uint db = raw_block(row, fb, nfb, rows), b = db * RAW_BYTES;  // the device block, its byte
 #endif
 #if defined(WT_Q4_0) || defined(WT_Q5_0)
@@ -282,14 +317,15 @@ void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], o
     v[i] = x;
   }
 #elif defined(WT_Q6_K)
-  const uint n = s / 4, j = s % 4, t = q6_body(db);
-  scale = unpackHalf2x16(q6_d_word(db)).x;
-  const uvec4 st = load_w(t + 12);  // the 16 int8 scales; values 0..15 and 16..31 of s: bytes 2s, 2s + 1
+  const uint n = s / 4, j = s % 4;
+  scale = unpackHalf2x16(q6_d_word(row, fb, nfb, rows)).x;
+  const uvec4 st = load_w(q6_texel(row, fb, 12, nfb, rows));  // the 16 int8 scales; values 0..15 and 16..31 of s: bytes 2s, 2s + 1
   const uint sw = j / 2 == 0 ? (n == 0 ? st.x : st.z) : (n == 0 ? st.y : st.w);
   const uint sc2 = (j % 2) != 0 ? sw >> 16 : sw;
   const int sc0 = int(sc2 << 24) >> 24, sc1 = int(sc2 << 16) >> 24;
-  const uint qlt = t + 4 * n + 2 * (j % 2), qht = t + 8 + 2 * n;  // ql bytes 64n + 32(j % 2), qh 128 + 32n
-  const uvec4 ql0 = load_w(qlt), ql1 = load_w(qlt + 1), qh0 = load_w(qht), qh1 = load_w(qht + 1);
+  const uint qlt = 4 * n + 2 * (j % 2), qht = 8 + 2 * n;  // body texels: ql bytes 64n + 32(j % 2), qh 128 + 32n
+  const uvec4 ql0 = load_w(q6_texel(row, fb, qlt, nfb, rows)), ql1 = load_w(q6_texel(row, fb, qlt + 1, nfb, rows));
+  const uvec4 qh0 = load_w(q6_texel(row, fb, qht, nfb, rows)), qh1 = load_w(q6_texel(row, fb, qht + 1, nfb, rows));
   for (uint i = 0; i < 8; ++i) {
     const uint l = i < 4 ? ql0[i] : ql1[i - 4], h = i < 4 ? qh0[i] : qh1[i - 4];
     const uvec4 lo = (j / 2) != 0 ? hi4(l) : lo4(l);
@@ -337,19 +373,19 @@ void decode_raw(uint row, uint fb, uint nfb, uint rows, uint s, out vec4 v[8], o
 const uint RAW_WORDS = (RAW_BYTES + 3) / 4;
 const uint RAW_TEXELS = (RAW_WORDS + 7) / 4;  // covers RAW_WORDS + 1 words from any of a texel's 4 words
 
-// w[k] = the 4 bytes at 4k of block fb. q6_K: its 208 bytes from texels, then d (w[52]'s low half,
-// where the file holds it). Otherwise from b = fb · RAW_BYTES (even): the last word may run past
-// the block into the next or the chunk's 32 bytes of padding, and the texels read stay inside them.
-void raw_block_words(uint fb, out uint w[RAW_WORDS]) {
+// w[k] = the 4 bytes at 4k of block fb (of nfb a row) of `row` in a chunk of `rows` rows. q6_K:
+// its 208 bytes from texels, then d (w[52]'s low half, where the file holds it). Otherwise from
+// b = the device block's byte (even): the last word may run past the block into the next or the
+// chunk's 32 bytes of padding, and the texels read stay inside them.
+void raw_block_words(uint row, uint fb, uint nfb, uint rows, out uint w[RAW_WORDS]) {
 #if defined(WT_Q6_K)
-  const uint t0 = q6_body(fb);
   [[unroll]] for (uint i = 0; i < Q6_BODY_TEXELS; ++i) {
-    const uvec4 t = load_w(t0 + i);
+    const uvec4 t = load_w(q6_texel(row, fb, i, nfb, rows));
     [[unroll]] for (uint c = 0; c < 4; ++c) w[4 * i + c] = t[c];
   }
-  w[52] = q6_d_word(fb);
+  w[52] = q6_d_word(row, fb, nfb, rows);
 #else
-  const uint b = fb * RAW_BYTES;
+  const uint b = raw_block(row, fb, nfb, rows) * RAW_BYTES;
   uvec4 t[RAW_TEXELS];
   [[unroll]] for (uint i = 0; i < RAW_TEXELS; ++i) t[i] = load_w((b >> 4) + i);
   const uint q = (b >> 2) & 3u;

@@ -7,8 +7,8 @@
 //   q8_0 : 2 texels per block (16 int8 each); the per-block f32 scales live in a separate array
 //          (N, Kb) — separate, not GGUF's interleaved 34-byte blocks, so loads stay 16-byte aligned.
 //   q4_0, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K, iq4_xs: the file's own blocks, rows back to back
-//          (shaders/quants.glsl; short rows interleaved, below; q6_K's regrouped in eights so that
-//          each block starts on a texel); K is a multiple of the block size, so no row is padded.
+//          (shaders/quants.glsl; short rows interleaved, below; q6_K's reordered so that each
+//          block starts on a texel); K is a multiple of the block size, so no row is padded.
 // WEIGHTS_TEXEL selects a uniform texel buffer (fast on CPU rasterizers, which bounds-check every
 // storage load per component) over a storage buffer (what real GPUs prefer).
 //
@@ -20,7 +20,8 @@
 // The file block types are interleaved block by block in tiles of RAW_TILE rows only where a row
 // is short (raw_block), and stay row-major otherwise — except q4_K and q5_K, whose blocks are
 // whole texels: their rows are interleaved texel by texel like f16's, in tiles of RAW_TEXEL_TILE
-// rows, whatever their length (raw_texel).
+// rows, whatever their length (raw_texel); and q6_K, whose blocks' 13 texels of quants and scales
+// are interleaved the same way, their d beside them (q6_texel).
 
 #if defined(WT_F32)
 const uint TEXELS_PER_BLOCK = 8;

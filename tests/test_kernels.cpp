@@ -174,8 +174,9 @@ TEST_CASE_FIXTURE(VkTest, "a gate|up weight in pair blocks (upload_glu_weight) g
   // The forward's gate|up weights are stored so that each texel-path row tile holds gate rows and
   // their up rows (DeviceWeight::glu_pairs); each output is the same lane's same arithmetic, so the
   // folded act(gate) · up must equal that of the weight in plain order bit for bit. F off the pair
-  // blocks (a short last block), every tile layout: f16 / q8_0 (64-row tiles), q4_K (16-row texel
-  // tiles), q5_0 and q6_K short rows (16-row block tiles), q6_K long rows (row-major, no pairs).
+  // blocks (a short last block), every tile layout: f16 / q8_0 (64-row tiles), q4_K and q6_K
+  // (16-row texel tiles, q6_K's at short and long rows), q5_0 short rows (16-row block tiles), q5_0
+  // long rows (row-major, no pairs).
   const float eps = 1e-5f;
   struct Case {
     WeightType t;
@@ -183,7 +184,8 @@ TEST_CASE_FIXTURE(VkTest, "a gate|up weight in pair blocks (upload_glu_weight) g
     uint32_t pairs;  // expected glu_pairs where the kernel folds the GLU on the texel path
   };
   for (const Case& c : {Case{WeightType::F16, 83, 32}, Case{WeightType::Q8_0, 96, 32}, Case{WeightType::Q4_K, 512, 8},
-                        Case{WeightType::Q5_0, 512, 8}, Case{WeightType::Q6_K, 256, 8}, Case{WeightType::Q6_K, 1280, 0}})
+                        Case{WeightType::Q5_0, 512, 8}, Case{WeightType::Q6_K, 256, 8}, Case{WeightType::Q6_K, 1280, 8},
+                        Case{WeightType::Q5_0, 2048, 0}})
     for (uint32_t F : {37u, 64u, 3u}) {
       CAPTURE(weight_type_name(c.t));
       CAPTURE(c.K);

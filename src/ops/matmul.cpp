@@ -43,7 +43,7 @@ namespace {
 
 // Device bytes of one row of K values. f32 / f16 / q8_0 are repacked into 32-value blocks
 // (q8_0's scales in a separate array); the other block types keep the file's bytes (q6_K's
-// regrouped, group_q6_k).
+// reordered, group_q6_k and tile_q6_k).
 uint64_t row_bytes_of(WeightType t, uint32_t K) {
   const uint64_t kb = (K + 31) / 32;
   switch (t) {
@@ -87,10 +87,10 @@ void interleave_rows(T* data, uint32_t rows, uint64_t per_row, size_t size, uint
   }
 }
 
-// q6_K's device order (quants.glsl: q6_body): each group of 8 blocks (the last may be shorter)
-// as the 8 blocks' f16 d, then their other 208 bytes each, so every block starts on a 16-byte
-// texel. A short last group of m blocks takes 16 + 208·m bytes, at most 14 more than its 210·m,
-// which the chunk's kRawSlack holds.
+// q6_K's device order on the storage path (quants.glsl: q6_texel): each group of 8 blocks (the
+// last may be shorter) as the 8 blocks' f16 d, then their other 208 bytes each, so every block
+// starts on a 16-byte texel. A short last group of m blocks takes 16 + 208·m bytes, at most 14
+// more than its 210·m, which the chunk's kRawSlack holds.
 constexpr size_t kQ6KBody = kQ6_KBytes - 2, kQ6KGroup = 8;  // a block's bytes before d; blocks a group
 void group_q6_k(uint8_t* data, uint64_t blocks) {
   static_assert(kRawSlack >= 16 - 2);
@@ -106,6 +106,31 @@ void group_q6_k(uint8_t* data, uint64_t blocks) {
       std::memcpy(base + 16 + j * kQ6KBody, blk, kQ6KBody);
     }
   }
+}
+
+// q6_K's device order on the texel path (quants.glsl: q6_texel): tiles of kRawTexelTile rows (the
+// last one h rows), block by block; a tile's block is body texel i (of 13) of each of its rows in
+// turn, then the rows' d, 8 to a texel. A whole tile's block is the file's 16 · 210 bytes; a
+// short last tile's takes 208·h + 16·ceil(h/8) bytes, at most 14 a block more than its 210·h.
+std::vector<uint8_t> tile_q6_k(const uint8_t* rows_src, uint32_t rows, uint32_t nfb, uint64_t slack) {
+  constexpr uint32_t T = kRawTexelTile, body_texels = kQ6KBody / 16;
+  static_assert(kQ6KBody % 16 == 0 && T % 8 == 0 && T * kQ6_KBytes % 16 == 0);
+  const uint32_t last = rows % T == 0 ? T : rows % T;
+  const auto tile_block_texels = [&](uint32_t h) { return uint64_t(body_texels) * h + (h + 7) / 8; };
+  const uint64_t full = rows / T - (last == T ? 1 : 0);  // the tiles before the last
+  std::vector<uint8_t> out((full * nfb * tile_block_texels(T) + nfb * tile_block_texels(last)) * 16 + slack, 0);
+  for (uint32_t t0 = 0; t0 < rows; t0 += T) {
+    const uint32_t h = std::min(T, rows - t0);
+    for (uint32_t fb = 0; fb < nfb; ++fb) {
+      uint8_t* tb = out.data() + ((t0 / T) * nfb * tile_block_texels(T) + fb * tile_block_texels(h)) * 16;
+      for (uint32_t r = 0; r < h; ++r) {
+        const uint8_t* blk = rows_src + (uint64_t(t0 + r) * nfb + fb) * kQ6_KBytes;
+        for (uint32_t i = 0; i < body_texels; ++i) std::memcpy(tb + (uint64_t(i) * h + r) * 16, blk + 16 * i, 16);
+        std::memcpy(tb + uint64_t(body_texels) * h * 16 + 2 * r, blk + kQ6KBody, 2);  // d: the block's last 2 bytes
+      }
+    }
+  }
+  return out;
 }
 
 std::string variant(const char* op, const DeviceWeight& W, const DeviceWeight::Chunk& c) {
@@ -203,7 +228,7 @@ uint64_t src_row_bytes_of(WeightType type, uint32_t K) {
 uint32_t texel_row_tile(WeightType type, uint64_t row_bytes) {
   const uint32_t block = weight_type_block(type);
   if (block == 1 || type == WeightType::Q8_0) return kTexelRowTile;
-  if (type == WeightType::Q4_K || type == WeightType::Q5_K) return kRawTexelTile;
+  if (type == WeightType::Q4_K || type == WeightType::Q5_K || type == WeightType::Q6_K) return kRawTexelTile;
   return row_bytes <= kRawTileMaxRowBytes ? kRawRowTile : 1;
 }
 
@@ -214,7 +239,9 @@ bool uses_texel_path(const Context& ctx, WeightPath path) {
 // Rows of a weight one chunk (one descriptor) holds; the test hook (storage_range) caps both paths.
 uint64_t chunk_rows(const Context& ctx, bool texel, WeightType type, uint32_t K) {
   const bool raw = weight_type_block(type) > 1 && type != WeightType::Q8_0;
-  const uint64_t row_bytes = row_bytes_of(type, K), slack = raw ? kRawSlack : 0;
+  const uint64_t row_bytes = row_bytes_of(type, K);
+  // q6_K's texel tiles: a short last tile takes up to 14 bytes a block more (tile_q6_k).
+  const uint64_t slack = !raw ? 0 : kRawSlack + (texel && type == WeightType::Q6_K ? K / 256 * 16 : 0);
   uint64_t limit = texel ? ctx.caps().max_texel_buffer_elements * 16 : ctx.caps().max_storage_buffer_range;
   std::string what = texel ? "maxTexelBufferElements" : "maxStorageBufferRange";  // the bound that binds, for the error
   if (ctx.storage_range() < limit) limit = ctx.storage_range(), what = "the test's storage range";
@@ -250,13 +277,15 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
   std::vector<float> scales;
   for (uint64_t r0 = 0; r0 < N; r0 += rows_per_chunk) {
     const uint32_t rows = uint32_t(std::min<uint64_t>(rows_per_chunk, N - r0));
-    staging.assign(rows * row_bytes + slack, 0);  // zero padding past K
-    if (raw) {
+    const uint32_t block_bytes = raw ? block_format(uint32_t(type))->bytes : 0;
+    if (raw && type == WeightType::Q6_K && W.texel) {
+      staging = tile_q6_k(s8 + r0 * src_row_bytes, rows, uint32_t(row_bytes / block_bytes), slack);
+    } else if (raw) {
       // Rows are back to back in the file too: the chunk is one contiguous range of it. Short rows
       // on the texel path are then interleaved block by block (quants.glsl: raw_block), and q4_K /
-      // q5_K rows texel by texel (raw_texel).
+      // q5_K rows texel by texel (raw_texel); q6_K's storage rows are regrouped.
+      staging.assign(rows * row_bytes + slack, 0);
       std::memcpy(staging.data(), s8 + r0 * src_row_bytes, rows * row_bytes);
-      const uint32_t block_bytes = block_format(uint32_t(type))->bytes;
       const uint32_t tile = W.texel ? texel_row_tile(type, row_bytes) : 1;
       if (tile > 1 && (type == WeightType::Q4_K || type == WeightType::Q5_K))  // whole-texel blocks
         interleave_rows(staging.data(), rows, row_bytes / 16, 16, tile);
@@ -264,6 +293,7 @@ DeviceWeight upload_weight(Context& ctx, WeightType type, uint32_t N, uint32_t K
         interleave_rows(staging.data(), rows, row_bytes / block_bytes, block_bytes, tile);
       if (type == WeightType::Q6_K) group_q6_k(staging.data(), rows * row_bytes / block_bytes);
     } else {
+      staging.assign(rows * row_bytes + slack, 0);  // zero padding past K
       // Row-major rows of whole blocks first (zero past K), then on the texel path the tiles
       // interleaved texel by texel.
       if (type == WeightType::Q8_0) scales.assign(size_t(rows) * W.blocks_per_row, 0.0f);
