@@ -117,7 +117,7 @@ std::vector<uint8_t> tile_q6_k(const uint8_t* rows_src, uint32_t rows, uint32_t 
   static_assert(kQ6KBody % 16 == 0 && T % 8 == 0 && T * kQ6_KBytes % 16 == 0);
   const uint32_t last = rows % T == 0 ? T : rows % T;
   const auto tile_block_texels = [&](uint32_t h) { return uint64_t(body_texels) * h + (h + 7) / 8; };
-  const uint64_t full = rows / T - (last == T ? 1 : 0);  // the tiles before the last
+  const uint64_t full = (rows - last) / T;  // the tiles before the last
   std::vector<uint8_t> out((full * nfb * tile_block_texels(T) + nfb * tile_block_texels(last)) * 16 + slack, 0);
   for (uint32_t t0 = 0; t0 < rows; t0 += T) {
     const uint32_t h = std::min(T, rows - t0);
