@@ -155,6 +155,10 @@ layout(push_constant) uniform Push {
   uint q_row, q_row_slot;  // row i's q is q row q_row + i (dynamic: a head's ingest attends for one row)
 #ifdef O_PROJ
   uint C;  // W_o rows: the residual stream's width
+  // Row i's residual is read from row i (res_q: q_row + i) of o's buffer from res_offset (o's
+  // stride): o's own row with o_offset and res_q 0 (x += ...); a head's ingest row takes it from
+  // the row the pass computed (DecoderLayerOutRow), which a copy_rows dispatch moved before.
+  uint res_offset, res_q;
 #endif
 } pc;
 uint t_ctx;  // the committed length this dispatch sees: dyn(pc.t, pc.t_slot)
@@ -382,16 +386,17 @@ void main() {
   if (!last) return;
   memoryBarrierBuffer();
   const uint C4 = (pc.C + 3) / 4;
+  const uint res_row = pc.res_q * dyn(pc.q_row, pc.q_row_slot);
   for (uint i = i0; i < min(i0 + RQ, pc.N); ++i) {
-    const uint ob = pc.o_offset + i * pc.o_stride;
+    const uint ob = pc.o_offset + i * pc.o_stride, rb = pc.res_offset + (res_row + i) * pc.o_stride;
     for (uint c4 = lane; c4 < C4; c4 += S) {
       vec4 sum = vec4(0.0);
       for (uint gg = 0; gg < G; ++gg) sum += part[(i * G + gg) * C4 + c4];
       if (O_VEC) {
-        o4[ob / 4 + c4] += sum;
+        o4[ob / 4 + c4] = o4[rb / 4 + c4] + sum;
       } else {
         [[unroll]] for (uint r = 0; r < 4; ++r)
-          if (4 * c4 + r < pc.C) o[ob + 4 * c4 + r] += sum[r];
+          if (4 * c4 + r < pc.C) o[ob + 4 * c4 + r] = o[rb + 4 * c4 + r] + sum[r];
       }
     }
   }

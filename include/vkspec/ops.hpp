@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "vkspec/buffer.hpp"
@@ -268,6 +269,10 @@ struct AttentionArgs {
   const DeviceWeight* wo = nullptr;
   const Buffer* o_part = nullptr;
   const Buffer* o_arrivals = nullptr;
+  // With wo and N == 1: the row's residual is row q_row of o's buffer from this offset (o's
+  // stride), and o's row is set to it plus the projection, where it would be added to in place.
+  // A draft head's ingest row so goes from the pass's row to its own without a copy.
+  std::optional<uint32_t> residual_offset;
 };
 constexpr uint32_t kAttentionMaxDepth = 64;  // tree depth + 1 the attention kernel supports
 constexpr uint32_t kAttentionMaxHeadDim = 256;

@@ -25,10 +25,10 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
     rope_kv_write(seq, m.qkv, p.pos, N, H, D, D, s.rope, HD, HD + KV, KV, p.kv, p.slot);
   }
   if (p.kv_only) return;
-  // With out_row: that row alone from here on, its residual row moved to row `to` of x first.
+  // With out_row: that row alone from here on, at row `to` of x: the folded projection takes its
+  // residual from the pass's row; otherwise that row is moved there first.
   const uint32_t C = w.wo->N, n = p.out_row ? 1 : N;
   const Mat x = p.out_row ? m.x.row(p.out_row->to) : m.x;
-  if (p.out_row) copy_rows(seq, m.x, p.out_row->row, x, 1, C);
   AttentionArgs at;
   at.N = n, at.H = H, at.Hkv = Hkv, at.D = D, at.t = p.out_row ? p.out_row->t : p.t;
   if (p.out_row) at.q_row = p.out_row->row;
@@ -43,8 +43,10 @@ void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const Dec
   if (m.o_part && !w.o_bias && attention_folds_o(seq.context(), at, *w.wo, p.max_keys)) {
     at.wo = w.wo, at.o = x;  // the projection inside the attention kernel, adding into x
     at.o_part = m.o_part, at.o_arrivals = m.o_arrivals;
+    if (p.out_row) at.residual_offset = m.x.offset;
     attention(seq, at);
   } else {
+    if (p.out_row) copy_rows(seq, m.x, p.out_row->row, x, 1, C);
     attention(seq, at);
     matmul(seq, *w.wo, m.att, x, n, acc);
   }

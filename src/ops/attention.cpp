@@ -59,8 +59,9 @@ static_assert(sizeof(AttentionPush) == 76);
 struct AttentionOPush {
   AttentionPush a;
   uint32_t C;
+  uint32_t res_offset, res_q;
 };
-static_assert(sizeof(AttentionOPush) == 80);
+static_assert(sizeof(AttentionOPush) == 88);
 
 // W_o's weights past which the folded o-projection does not pay: a row's workgroups walk all of
 // them between them (one per head group), where the matmul spreads them over the device and
@@ -274,14 +275,17 @@ void attention(Sequence& seq, const AttentionArgs& a, KernelConfig cfg) {
   name += std::string("_o_") + weight_type_name(c.type);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER);
   bindings.insert(bindings.end(), 2, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  // The residual rows: o's own, or (one row) row q_row of o's buffer from residual_offset.
+  assert(!a.residual_offset || a.N == 1);
+  const uint32_t res_offset = a.residual_offset ? *a.residual_offset : a.o.offset;
   AttentionSgOSpec ospec{spec, wo.blocks_per_row,
-                         wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0, rq};
+                         wo.N % 4 == 0 && push.o_offset % 4 == 0 && push.o_stride % 4 == 0 && res_offset % 4 == 0, rq};
   auto desc = make_pipeline_desc(name, bindings, sizeof(AttentionOPush), ospec, caps.subgroup_size_control ? S : 0);
   desc.full_subgroups = caps.compute_full_subgroups;
   seq.dispatch(ctx.pipelines().get(desc),
                {a.q.in(), in(*a.k_cache), in(*a.v_cache), in(mask), a.o.out(), state, in(c.data), in(c.scales),
                 out(*a.o_part), out(*a.o_arrivals)},
-               AttentionOPush{push, wo.N}, row_groups, a.H / spec.hpw, 1, "attention");
+               AttentionOPush{push, wo.N, res_offset, a.residual_offset ? 1u : 0u}, row_groups, a.H / spec.hpw, 1, "attention");
 }
 
 }  // namespace vkspec
