@@ -1,8 +1,6 @@
 #version 450
-// commit_rows (DESIGN.md §4): cache rows t + accepted[e] → t + e for e = 0..a. The ranges
-// overlap, so each invocation owns one column and reads all a+1 source values of it before it
-// writes any: no other invocation touches that column, so no barrier is needed and the result
-// does not depend on the order of accepted[] (max_depth + 1 <= kTreeMaxPath rows).
+// commit_rows (DESIGN.md §4): cache rows t + accepted[e] → t + e for e = 0..a (commit.glsl,
+// overlap-safe; max_depth + 1 <= kTreeMaxPath rows).
 // Rows are moved as u32 words, so an f32 and an f16 cache (pairs packed in words) are alike.
 // Workgroup row y moves stream y of the buffer — stream s is the row_words-wide rows from word
 // s * stream_words on (every layer's K and V of a model in one buffer: one dispatch for all).
@@ -32,31 +30,24 @@ layout(push_constant) uniform Push {
 } pc;
 #include "reduce.glsl"
 #include "rms_row.glsl"
+#include "commit.glsl"
 void main() {
   // Workgroup (x, y) moves columns [x·slice, x·slice + slice) of stream or gathered row y, its
   // lanes striding over them: a narrow grid (on CPU rasterizers every workgroup is a job, and
   // most of a grid of one column per lane would idle), with a lane's loop still bounded (drivers
   // with a loop budget, ops/tree.cpp).
-  const uint lid = gl_LocalInvocationID.x, c0 = gl_WorkGroupID.x * pc.slice, c1 = c0 + pc.slice;
+  const uint c0 = gl_WorkGroupID.x * pc.slice, c1 = c0 + pc.slice;
   if (gl_WorkGroupID.y >= pc.streams) {  // dst row e = src row accepted[e], rows past a idle
     const uint e = gl_WorkGroupID.y - pc.streams;
     // Both conditions are the workgroup's own, so the reduction's barriers are uniform.
     if (e > info[kInfoAccepted]) return;
-    const uint so = pc.s_offset + accepted[e] * pc.s_stride, d = pc.d_offset + e * pc.d_stride;
     if (pc.norm == 0) {
-      for (uint c = c0 + lid; c < min(c1, pc.cols); c += WG) dst[d + c] = src[so + c];
+      gather_copy(e, c0, c1);
       return;
     }
     if (gl_WorkGroupID.x != 0) return;  // the first workgroup of the row walks all of it
-    RMS_ROW(dst, d, src, so, norm_w, 0, pc.cols, pc.eps)
+    gather_norm(e);
     return;
   }
-  const uint rows = min(info[kInfoAccepted] + 1, MAXROWS);
-  const uint t = dyn(pc.t, pc.t_slot);
-  for (uint c = c0 + lid; c < min(c1, pc.row_words); c += WG) {
-    const uint base = gl_WorkGroupID.y * pc.stream_words + c;
-    uint v[MAXROWS];
-    for (uint e = 0; e < rows; ++e) v[e] = cache[base + (t + accepted[e]) * pc.row_words];
-    for (uint e = 0; e < rows; ++e) cache[base + (t + e) * pc.row_words] = v[e];
-  }
+  commit_stream(gl_WorkGroupID.y, dyn(pc.t, pc.t_slot), min(info[kInfoAccepted] + 1, MAXROWS), c0, c1);
 }

@@ -39,11 +39,11 @@ AcceptRun run_accept(Context& ctx, const HostTree& t, uint32_t max_depth, const 
   seq.begin();
   tree_meta(seq, d, n, 0, cfg);
   if (fused) {
-    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, cfg);
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, nullptr, cfg);
     seq.fill(acc, 0xffffffffu);
     seq.fill(am, 0xffffffffu);
     seq.fill(d.info, 0u, kInfoAccepted * 4, 4);
-    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, cfg);
+    argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, nullptr, nullptr, cfg);
   } else {
     accept_greedy(seq, d, am, acc, cfg);
   }
@@ -190,6 +190,93 @@ TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance equals it
   CHECK(checked > 0);  // some runs reached the limit or the stop token
   const auto messages = small.take_validation_messages();
   CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 10-buffer context");
+}
+
+// argmax_accept_greedy with the advance and the commit folded in: the cache streams, the gathered
+// features (copied, and RMS-normalized) and the step equal argmax_accept_greedy with the advance
+// followed by commit_rows at the old t — one dispatch where the commit is small, and where it is
+// not (past kFoldCommitMaxWords, or a device with 14 storage buffers a stage) the two.
+TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance and the commit equals it then commit_rows") {
+  Context small(test_context_options(14));
+  struct Outcome {
+    std::vector<uint32_t> state, out, info, accepted;
+    std::vector<float> cache, feat;
+  };
+  uint32_t seed = 900, folded_runs = 0, moved_runs = 0;
+  for (Context* cp : {&ctx, &small})
+    for (uint32_t n : {1u, 5u, 30u})
+      for (int rep = 0; rep < 6; ++rep) {
+        Context& c = *cp;
+        std::mt19937 rng(seed++);
+        const uint32_t D = 1 + rng() % 6, V = 70, t0 = 2 + rng() % 5;
+        HostTree t = random_tree(n, D, 1 + rng() % 2, rng);
+        for (auto& tok : t.token) tok = rng() % 3;  // long matches are common
+        std::vector<float> x(size_t(n) * V);
+        for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+        for (uint32_t i = 0; i < n; ++i) x[size_t(i) * V + rng() % 3] = 2.0f;
+        // rep 0..1: a small cache (folded where allowed); 2: one past the fold's limit; 3..5 small,
+        // the gather copying (3), normalizing (4), absent (5).
+        const bool big = rep == 2, norm = rep != 3 && rep != 5, gather = rep != 5;
+        const uint32_t streams = 1 + rng() % 4, row_words = big ? kFoldCommitMaxWords / (D + 1) + 1 : 1 + rng() % 40;
+        const uint32_t rows = t0 + n + 2, stream_words = rows * row_words + 3, cols = 5 + rng() % 30;
+        const auto cache = random_floats(size_t(streams) * stream_words, seed);
+        const uint32_t s_stride = cols + 2, d_stride = cols + 1;
+        const auto feat = random_floats(size_t(n) * s_stride + 3, seed + 1), gamma = random_floats(cols, seed + 2);
+        const std::vector<float> dst0(size_t(D + 1) * d_stride + 1, -7.0f);
+        auto run = [&](bool fold) {
+          DeviceTree d(c, n, D);
+          upload_tree(d, t);
+          d.info.upload(std::vector<uint32_t>(kTreeInfoWords, 0));
+          Buffer logits(c, x.size() * 4), am(c, n * 4), acc(c, (D + 1) * 4), arrivals(c, 16);
+          logits.upload(x);
+          arrivals.upload(std::vector<uint32_t>(4, 0));
+          acc.upload(std::vector<uint32_t>(D + 1, 0xffffffffu));
+          Buffer state(c, kStateWords * 4), sb(c, 64 * 4), out(c, (kOutTokens + 64) * 4);
+          std::vector<uint32_t> st(kStateWords, 0), o(kOutTokens + 64, 0);
+          st[kStateT] = t0, st[kStatePrevT] = 1;
+          o[kOutLimit] = 64;
+          state.upload(st);
+          sb.upload(std::vector<uint32_t>(64, 5));
+          out.upload(o);
+          Buffer cb(c, cache.size() * 4), fs(c, feat.size() * 4), fd(c, dst0.size() * 4), gb(c, cols * 4);
+          cb.upload(cache), fs.upload(feat), fd.upload(dst0), gb.upload(gamma);
+          RowGather g{Mat{&fs, 3, s_stride}, Mat{&fd, 1, d_stride}, cols};
+          if (norm) g.norm = &gb, g.eps = 1e-5f;
+          const KvCommit kc{&cb, row_words, streams, stream_words, gather ? &g : nullptr};
+          Sequence seq(c);
+          seq.begin();
+          tree_meta(seq, d, n, 0, {});
+          const StepAdvanceArgs adv{&state, &sb, &out, kDynFixed};
+          const bool did = argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, &adv, fold ? &kc : nullptr);
+          CHECK(did == (fold && !big && c.caps().max_stage_storage_buffers >= 15));
+          folded_runs += did;
+          if (!did) commit_rows(seq, d, acc, Dyn{state, kStatePrevT}, cb, row_words, streams, stream_words, kc.gather);
+          CHECK(seq.dispatch_count() == (did ? 2u : 3u));
+          seq.run();
+          CHECK(arrivals.read<uint32_t>(1)[0] == 0);
+          return Outcome{state.read<uint32_t>(kStateWords), out.read<uint32_t>(kOutTokens + 64),
+                         d.info.read<uint32_t>(kTreeInfoWords), acc.read<uint32_t>(D + 1), cb.read<float>(cache.size()),
+                         fd.read<float>(dst0.size())};
+        };
+        const Outcome a = run(false), b = run(true);
+        INFO("n " << n << " D " << D << " rep " << rep << " storage buffers " << c.caps().max_stage_storage_buffers);
+        CHECK(b.state == a.state);
+        CHECK(b.out == a.out);
+        CHECK(b.info == a.info);
+        CHECK(b.accepted == a.accepted);
+        CHECK(b.cache == a.cache);
+        CHECK(b.feat == a.feat);
+        // The commit moved something wherever a path node is not already in its slot.
+        bool moves = false;
+        for (uint32_t e = 0; e <= a.info[kInfoAccepted]; ++e) moves = moves || a.accepted[e] != e;
+        if (moves) CHECK(a.cache != cache);
+        moved_runs += moves;
+        if (gather) CHECK(a.feat != dst0);
+      }
+  CHECK(folded_runs > 0);
+  CHECK(moved_runs > 0);
+  const auto messages = small.take_validation_messages();
+  CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 14-buffer context");
 }
 
 // ---- commit -------------------------------------------------------------------------------

@@ -177,9 +177,23 @@ struct StepAdvanceArgs {
   const Buffer* out_list = nullptr;
   uint32_t win_slot = kDynFixed;
 };
-void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
+// With `commit` as well, and the advance folded in, the accepting workgroup then also does the
+// commit_rows(tree, accepted, old t, *cache, row_words, streams, stream_words, gather) that would
+// follow (the same moves and bits), where that commit is small enough for one workgroup: at most
+// kFoldCommitMaxWords words moved (a small model, for which a dispatch costs more than the moves)
+// and the gather's norm reduced at this dispatch's workgroup size. Returns whether it did; if not,
+// the caller records commit_rows.
+struct RowGather;
+struct KvCommit {
+  const Buffer* cache = nullptr;
+  uint32_t row_words = 0, streams = 1, stream_words = 0;
+  const RowGather* gather = nullptr;
+};
+constexpr uint64_t kFoldCommitMaxWords = 8192;
+bool argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
                           const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
-                          const StepAdvanceArgs* advance = nullptr, KernelConfig cfg = {});
+                          const StepAdvanceArgs* advance = nullptr, const KvCommit* commit = nullptr,
+                          KernelConfig cfg = {});
 
 // Cache rows (row_words u32 words each: f32 values, or f16 pairs) at slots t + accepted[e] move to
 // t + e, e = 0..a (a = tree.info[kInfoAccepted]); overlap-safe. One dispatch moves `streams`

@@ -385,25 +385,54 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
                push, 1, 1, 1, "accept_greedy");
 }
 
-void argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
+bool argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
                           const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
-                          const StepAdvanceArgs* advance, KernelConfig cfg) {
+                          const StepAdvanceArgs* advance, const KvCommit* commit, KernelConfig cfg) {
   assert(tree.cap <= 0xffff && n >= 1 && n <= tree.cap);
   struct Push {
     uint32_t W, N, V, x_offset, x_stride, win_slot;
+    uint32_t row_words, stream_words, streams, cols, s_offset, s_stride, d_offset, d_stride, norm;
+    float eps;
   } push{tree.max_depth + 1, n, V, logits.offset, logits.stride, advance ? advance->win_slot : kDynFixed};
-  const bool fused = advance && seq.context().caps().max_stage_storage_buffers >= 11;
+  Context& ctx = seq.context();
+  const uint32_t wg = pick_workgroup(ctx, cfg, row_reduction_workgroup(ctx, V, 1));
+  const bool fused = advance && ctx.caps().max_stage_storage_buffers >= 11;
   std::vector<Binding> b{logits.in(),   in(tree.token),       in(tree.head),     in(tree.retrieve),
                          out(tree.info), out(verifier_argmax), out(accepted),     out(arrivals)};
   if (fused)
     b.insert(b.end(), {out(*advance->state), out(*advance->seq_tokens), out(*advance->out_list)});
+  // The commit too: one workgroup's moves, so only a small one (and the gather's norm reduced at
+  // this kernel's workgroup size, so that the features keep rmsnorm's bits).
+  bool folds_commit = false;
+  if (fused && commit && ctx.caps().max_stage_storage_buffers >= 15) {
+    const RowGather* g = commit->gather;
+    const uint64_t rows = tree.max_depth + 1,
+                   words = rows * (uint64_t(commit->streams) * commit->row_words + (g ? g->cols : 0));
+    folds_commit = words <= kFoldCommitMaxWords && tree.max_depth + 1 <= kTreeMaxPath &&
+                   (!g || !g->norm || row_reduction_workgroup(ctx, g->cols, 2) == wg);
+  }
+  if (folds_commit) {
+    const RowGather* g = commit->gather;
+    push.row_words = commit->row_words, push.stream_words = commit->stream_words, push.streams = commit->streams;
+    // Without a gather its bindings are never touched: stand-ins as commit_rows binds them.
+    Binding src = in(tree.info), dst = out(*commit->cache), norm = in(tree.info);
+    if (g) {
+      push.cols = g->cols, push.s_offset = g->src.offset, push.s_stride = g->src.stride;
+      push.d_offset = g->dst.offset, push.d_stride = g->dst.stride;
+      src = g->src.in(), dst = g->dst.out();
+      if (g->norm) push.norm = 1, push.eps = g->eps, norm = in(*g->norm);
+    }
+    b.insert(b.end(), {out(*commit->cache), src, dst, norm});
+  }
   // The workgroup of an argmax row (the acceptance runs in whichever one finishes last).
-  const Pipeline& p = simple_pipeline(seq.context(), fused ? "tree_argmax_accept_advance" : "tree_argmax_accept",
-                                      uint32_t(b.size()), sizeof(push), cfg, row_reduction_workgroup(seq.context(), V, 1));
+  const char* name = folds_commit ? "tree_argmax_accept_commit" : fused ? "tree_argmax_accept_advance" : "tree_argmax_accept";
+  const Pipeline& p = simple_pipeline(ctx, name, uint32_t(b.size()), sizeof(push), cfg, wg);
+  assert(wg_of(p) == wg);
   seq.dispatch(p, b, push, n, 1, 1, "argmax_accept");
   if (advance && !fused)
     step_advance(seq, *advance->state, &tree, &accepted, *advance->seq_tokens, *advance->out_list,
                  /*count_step=*/true, advance->win_slot);
+  return folds_commit;
 }
 
 void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const Buffer& cache,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "vkspec/eagle_head.hpp"
@@ -52,6 +53,9 @@ class Verifier {
   // K/V rows of the accepted path (tree.info, accepted) move to slots t + e, every layer.
   // With `gather`, the first commit dispatch also gathers the accepted rows (the heads' features).
   void commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const RowGather* gather = nullptr);
+  // The same commit as one KvCommit, for argmax_accept_greedy to fold in: where the cache is one
+  // buffer (else nullopt).
+  std::optional<KvCommit> commit_args(const RowGather* gather) const;
   LlamaModel& model() { return m_; }
 
  private:

@@ -66,6 +66,13 @@ void StepPlan::record_ar() {
                shape_.sampling ? nullptr : &am);
 }
 
+std::optional<KvCommit> Verifier::commit_args(const RowGather* gather) const {
+  if (m_.kv_buffers().size() != 1) return std::nullopt;
+  const Buffer& b = m_.kv_buffers()[0];
+  return KvCommit{&b, m_.kv_row_words(), uint32_t(b.size() / (uint64_t(m_.kv_stream_words()) * 4)), m_.kv_stream_words(),
+                  gather};
+}
+
 void StepPlan::record_tree() {
   const uint32_t V = verifier_.vocab(), N = n_verify_nodes_;
   // draft(): every drafter ingests what the last step accepted and drafts from the root y[t].
@@ -83,14 +90,19 @@ void StepPlan::record_tree() {
   fa.defer_hidden_norm = true;  // only the accepted rows are features: commit's gather normalizes them
   verifier_.forward(seq_, fa);
   const Mat probs{&probs_, 0, V};
+  const RowGather features = verifier_.feature_gather(seq_.context(), b_.features());
+  bool committed = false;
   if (shape_.sampling) {  // p = G(logits) per node (include/vkspec/sample.hpp)
     sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
   } else {
     // The verifier's argmax per node and accept(), greedy, in one dispatch: the longest match over
     // all root-to-leaf rows (seed 000 §6.1), ties to the lower row. The same dispatch advances
     // the step (step_advance's work): the commit below then finds the old t at prev_t.
+    // With the commit below too, where it is small (ops: kFoldCommitMaxWords).
     const StepAdvanceArgs adv{&b_.state, &b_.seq_tokens, &b_.out_list, combiner_->win_slot()};
-    argmax_accept_greedy(seq_, verifier_.logits(), N, V, vtree_, vargmax_, accepted_, arrivals_, &adv);
+    const std::optional<KvCommit> kc = verifier_.commit_args(&features);
+    committed = argmax_accept_greedy(seq_, verifier_.logits(), N, V, vtree_, vargmax_, accepted_, arrivals_, &adv,
+                                     kc ? &*kc : nullptr);
   }
   end_verify_ = seq_.dispatch_count();
   if (shape_.sampling) {
@@ -104,8 +116,7 @@ void StepPlan::record_tree() {
   // (sampling) step_advance appends the tokens and the next root after them and moves t to
   // t + a + 1. Greedy steps advanced in the acceptance: the step's t is prev_t by now.
   const Dyn t = shape_.sampling ? b_.t() : b_.prev_t();
-  const RowGather features = verifier_.feature_gather(seq_.context(), b_.features());
-  verifier_.commit(seq_, vtree_, accepted_, t, &features);
+  if (!committed) verifier_.commit(seq_, vtree_, accepted_, t, &features);
   if (verifier_.tap_width())  // EAGLE-3 heads ingest the accepted rows' taps instead
     gather_rows(seq_, vtree_, accepted_, verifier_.taps(), b_.tap_features(), verifier_.tap_width());
   if (shape_.sampling)
