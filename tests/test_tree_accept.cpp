@@ -123,6 +123,25 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy and argmax_accept_greedy on rando
       }
 }
 
+// A random tree of n nodes, depth 1..max_depth, whose tokens come from 3 ids (long matches are
+// common), and V-wide logits whose row maximum is one of those ids; t0 in t0_min .. t0_min + 4.
+struct AcceptCase {
+  uint32_t D, t0;
+  HostTree t;
+  std::vector<float> x;
+};
+AcceptCase random_accept_case(uint32_t n, uint32_t max_depth, uint32_t t0_min, uint32_t V, std::mt19937& rng) {
+  AcceptCase k;
+  k.D = 1 + rng() % max_depth;
+  k.t0 = t0_min + rng() % 5;
+  k.t = random_tree(n, k.D, 1 + rng() % 2, rng);
+  for (auto& tok : k.t.token) tok = rng() % 3;
+  k.x.resize(size_t(n) * V);
+  for (auto& v : k.x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+  for (uint32_t i = 0; i < n; ++i) k.x[size_t(i) * V + rng() % 3] = 2.0f;
+  return k;
+}
+
 // argmax_accept_greedy with the step's advance folded in: the state, the sequence, the output
 // list (tokens, limit, stop token, histogram, winner) and the acceptance equal
 // argmax_accept_greedy followed by step_advance — one dispatch on this device, the two on one
@@ -138,12 +157,8 @@ TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance equals it
     for (uint32_t n : {1u, 6u, 40u, 200u})
       for (int rep = 0; rep < 4; ++rep) {
         std::mt19937 rng(seed++);
-        const uint32_t D = 1 + rng() % 8, V = 70, t0 = 3 + rng() % 5;
-        HostTree t = random_tree(n, D, 1 + rng() % 2, rng);
-        for (auto& tok : t.token) tok = rng() % 3;  // long matches are common
-        std::vector<float> x(size_t(n) * V);
-        for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
-        for (uint32_t i = 0; i < n; ++i) x[size_t(i) * V + rng() % 3] = 2.0f;
+        const uint32_t V = 70;
+        const auto [D, t0, t, x] = random_accept_case(n, 8, 3, V, rng);
         // rep 0: room for everything; 1: the limit inside the step; 2: a stop token; 3: done already.
         const uint32_t limit = rep == 1 ? 2 : 64, stop = rep == 2 ? 1 : 0, done0 = rep == 3 ? 1 : 0;
         auto run = [&](bool fused) {
@@ -208,12 +223,8 @@ TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance and the c
       for (int rep = 0; rep < 6; ++rep) {
         Context& c = *cp;
         std::mt19937 rng(seed++);
-        const uint32_t D = 1 + rng() % 6, V = 70, t0 = 2 + rng() % 5;
-        HostTree t = random_tree(n, D, 1 + rng() % 2, rng);
-        for (auto& tok : t.token) tok = rng() % 3;  // long matches are common
-        std::vector<float> x(size_t(n) * V);
-        for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
-        for (uint32_t i = 0; i < n; ++i) x[size_t(i) * V + rng() % 3] = 2.0f;
+        const uint32_t V = 70;
+        const auto [D, t0, t, x] = random_accept_case(n, 6, 2, V, rng);
         // rep 0..1: a small cache (folded where allowed); 2: one past the fold's limit; 3..5 small,
         // the gather copying (3), normalizing (4), absent (5).
         const bool big = rep == 2, norm = rep != 3 && rep != 5, gather = rep != 5;
