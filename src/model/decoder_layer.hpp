@@ -86,7 +86,8 @@ struct DecoderLayerPass {
 // needs its own pass and a rope_kv_write), 4 where attention also carries the o matmul
 // (attention_folds_o); a separate rmsnorm / glu_mul / rope_kv_write each otherwise. An o bias
 // keeps the o matmul on its own, a gate|up bias the glu_mul (the kernels fold neither). With
-// out_row one copy_rows more (the row's residual to its place); kv_only ends after the K/V store.
+// out_row one copy_rows more (the row's residual to its place) unless attention carries the o
+// matmul, which then reads that residual where it is; kv_only ends after the K/V store.
 void record_decoder_layer(Sequence& seq, const DecoderLayerWeights& w, const DecoderLayerShape& s,
                           const DecoderLayerActs& m, const DecoderLayerPass& p);
 
