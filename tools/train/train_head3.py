@@ -33,7 +33,7 @@ import train_heads
 from train_heads import WORK, load_verifier, batch_at, head_cfg, HP as HP1
 
 POINTS = (2, 4, 6)   # before layers 2 and 4, and after the last layer (before output_norm)
-# smaller batches and fewer steps than heads 1/2 (900 x 8 x 256): this head was trained on
+# smaller batches and fewer steps than heads 1/2 (3600 x 8 x 256): this head was trained on
 # a machine shared with several builds, where a step cost ~10x what it costs on a quiet core
 HP = dict(HP1, steps=int(os.environ.get("HEAD_STEPS", 500)), batch=4, seq=128, warmup=30,
           seed=303, LEVELS=2, LW=0.6, DRAFT_VOCAB=128)

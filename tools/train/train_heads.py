@@ -39,7 +39,7 @@ sys.path.insert(0, HERE)
 from model import Verifier, EagleHead, optimize, resume, save_checkpoint
 
 WORK = os.environ.get("TRAIN_WORK", os.path.join(HERE, "work"))
-HP = dict(steps=int(os.environ.get("HEAD_STEPS", 900)), batch=8, seq=256, lr=2e-3, min_lr=1e-4,
+HP = dict(steps=int(os.environ.get("HEAD_STEPS", 3600)), batch=8, seq=256, lr=2e-3, min_lr=1e-4,
           warmup=50, wd=0.0, VW=0.5, UW=0.5, BOOST=3.0, ckpt_every=100, eval_windows=64,
           seeds={1: 101, 2: 202})
 DATA_FILES = {"all": "train.bin", "linux": "train_linux.bin", "python": "train_python.bin"}
