@@ -385,6 +385,25 @@ void accept_greedy(Sequence& seq, DeviceTree& tree, const Buffer& verifier_argma
                push, 1, 1, 1, "accept_greedy");
 }
 
+// The folded gather's push words and bindings, as tree_commit.comp and tree_argmax_accept.comp's
+// COMMIT variant read them. Without a gather its bindings are never touched: the tree's info and
+// the cache stand in (the latter as written: the shaders declare their destination writable).
+struct GatherFold {
+  uint32_t cols = 0, s_offset = 0, s_stride = 0, d_offset = 0, d_stride = 0, norm = 0;
+  float eps = 0.0f;
+  Binding src, dst, norm_w;
+};
+GatherFold gather_fold(const DeviceTree& tree, const Buffer& cache, const RowGather* g) {
+  GatherFold f;
+  f.src = in(tree.info), f.dst = out(cache), f.norm_w = in(tree.info);
+  if (!g) return f;
+  f.cols = g->cols, f.s_offset = g->src.offset, f.s_stride = g->src.stride;
+  f.d_offset = g->dst.offset, f.d_stride = g->dst.stride;
+  f.src = g->src.in(), f.dst = g->dst.out();
+  if (g->norm) f.norm = 1, f.eps = g->eps, f.norm_w = in(*g->norm);
+  return f;
+}
+
 bool argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, DeviceTree& tree,
                           const Buffer& verifier_argmax, const Buffer& accepted, const Buffer& arrivals,
                           const StepAdvanceArgs* advance, const KvCommit* commit, KernelConfig cfg) {
@@ -412,17 +431,11 @@ bool argmax_accept_greedy(Sequence& seq, Mat logits, uint32_t n, uint32_t V, Dev
                    (!g || !g->norm || row_reduction_workgroup(ctx, g->cols, 2) == wg);
   }
   if (folds_commit) {
-    const RowGather* g = commit->gather;
+    const GatherFold f = gather_fold(tree, *commit->cache, commit->gather);
     push.row_words = commit->row_words, push.stream_words = commit->stream_words, push.streams = commit->streams;
-    // Without a gather its bindings are never touched: stand-ins as commit_rows binds them.
-    Binding src = in(tree.info), dst = out(*commit->cache), norm = in(tree.info);
-    if (g) {
-      push.cols = g->cols, push.s_offset = g->src.offset, push.s_stride = g->src.stride;
-      push.d_offset = g->dst.offset, push.d_stride = g->dst.stride;
-      src = g->src.in(), dst = g->dst.out();
-      if (g->norm) push.norm = 1, push.eps = g->eps, norm = in(*g->norm);
-    }
-    b.insert(b.end(), {out(*commit->cache), src, dst, norm});
+    push.cols = f.cols, push.s_offset = f.s_offset, push.s_stride = f.s_stride, push.d_offset = f.d_offset;
+    push.d_stride = f.d_stride, push.norm = f.norm, push.eps = f.eps;
+    b.insert(b.end(), {out(*commit->cache), f.src, f.dst, f.norm_w});
   }
   // The workgroup of an argmax row (the acceptance runs in whichever one finishes last).
   const char* name = folds_commit ? "tree_argmax_accept_commit" : fused ? "tree_argmax_accept_advance" : "tree_argmax_accept";
@@ -440,19 +453,15 @@ void commit_rows(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, 
   assert(tree.max_depth + 1 <= kTreeMaxPath);  // rows held per invocation (tree_commit.comp MAXROWS)
   assert(streams >= 1 && (streams == 1 || stream_words >= row_words));
   assert(!gather || (gather->src.buf != &cache && gather->dst.buf != &cache && gather->src.buf != gather->dst.buf));
-  CommitPush push{t.base, row_words, t.slot, stream_words, streams, 0, 0, 0, 0, 0, 0, 0.0f, 0};
-  // Without a gather its bindings are never touched: the tree's info and the cache stand in
-  // (the latter as written: the shader declares its destination writable).
-  Binding src = in(tree.info), dst = out(cache), norm = in(tree.info);
+  const GatherFold f = gather_fold(tree, cache, gather);
+  CommitPush push{t.base, row_words, t.slot, stream_words, streams, f.cols, f.s_offset, f.s_stride, f.d_offset,
+                  f.d_stride, f.norm, f.eps, 0};
+  const Binding src = f.src, dst = f.dst, norm = f.norm_w;
   uint32_t width = row_words, rows = streams, wg = 64;
   if (gather) {
-    push.cols = gather->cols, push.s_offset = gather->src.offset, push.s_stride = gather->src.stride;
-    push.d_offset = gather->dst.offset, push.d_stride = gather->dst.stride;
-    src = gather->src.in(), dst = gather->dst.out();
     width = std::max(width, gather->cols), rows += tree.max_depth + 1;  // a workgroup row per possible accepted row
     if (gather->norm) {
       assert(gather->norm != &cache && gather->norm != gather->dst.buf);
-      push.norm = 1, push.eps = gather->eps, norm = in(*gather->norm);
       wg = row_reduction_workgroup(seq.context(), gather->cols, 2);  // rmsnorm's, for its bits
     }
   }

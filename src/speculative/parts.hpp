@@ -56,6 +56,7 @@ class Verifier {
   // The same commit as one KvCommit, for argmax_accept_greedy to fold in: where the cache is one
   // buffer (else nullopt).
   std::optional<KvCommit> commit_args(const RowGather* gather) const;
+  uint32_t streams_in(const Buffer& kv) const;  // the K/V streams one of the model's cache buffers holds
   LlamaModel& model() { return m_; }
 
  private:

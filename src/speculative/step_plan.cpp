@@ -5,13 +5,13 @@ namespace vkspec::speculative {
 
 void Verifier::commit(Sequence& seq, const DeviceTree& tree, const Buffer& accepted, Dyn t, const RowGather* gather) {
   // Every layer's K and V: one dispatch per cache buffer (one for the whole model when they fit).
-  const uint64_t stream_bytes = uint64_t(m_.kv_stream_words()) * 4;
   for (const Buffer& b : m_.kv_buffers()) {
-    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), uint32_t(b.size() / stream_bytes), m_.kv_stream_words(),
-                gather);
+    commit_rows(seq, tree, accepted, t, b, m_.kv_row_words(), streams_in(b), m_.kv_stream_words(), gather);
     gather = nullptr;
   }
 }
+
+uint32_t Verifier::streams_in(const Buffer& b) const { return uint32_t(b.size() / (uint64_t(m_.kv_stream_words()) * 4)); }
 
 StepPlan::StepPlan(Context& ctx, Verifier& verifier, std::vector<Drafter*> drafters, const Combiner* combiner,
                    const PlanShape& shape, StepBuffers& buffers)
@@ -69,8 +69,7 @@ void StepPlan::record_ar() {
 std::optional<KvCommit> Verifier::commit_args(const RowGather* gather) const {
   if (m_.kv_buffers().size() != 1) return std::nullopt;
   const Buffer& b = m_.kv_buffers()[0];
-  return KvCommit{&b, m_.kv_row_words(), uint32_t(b.size() / (uint64_t(m_.kv_stream_words()) * 4)), m_.kv_stream_words(),
-                  gather};
+  return KvCommit{&b, m_.kv_row_words(), streams_in(b), m_.kv_stream_words(), gather};
 }
 
 void StepPlan::record_tree() {
