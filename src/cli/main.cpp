@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -101,10 +102,24 @@ double Args::get_double(const std::string& name, double fallback) {
 }
 
 void Args::reject_unknown() const {
-  std::string bad;
-  for (size_t i = 0; i < opts_.size(); ++i)
-    if (!used_[i]) bad += (bad.empty() ? "" : ", ") + option_name(opts_[i].first);
-  if (!bad.empty()) throw Error("unknown option(s): " + bad);
+  // A command reads the first of an option's occurrences; a second one would be dropped unseen, so
+  // it is refused too, named as repeated rather than as unknown.
+  std::vector<std::string> bad, repeated;
+  for (size_t i = 0; i < opts_.size(); ++i) {
+    if (used_[i]) continue;
+    const std::string name = option_name(opts_[i].first);
+    bool read = false;
+    for (size_t j = 0; j < i; ++j) read = read || (used_[j] && opts_[j].first == opts_[i].first);
+    std::vector<std::string>& list = read ? repeated : bad;
+    if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+  }
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  };
+  if (!bad.empty()) throw Error("unknown option(s): " + joined(bad));
+  if (!repeated.empty()) throw Error("option(s) given more than once: " + joined(repeated) + " (give each once)");
 }
 
 }  // namespace vkspec::cli
