@@ -31,6 +31,10 @@ check "--depth past the budget: JSON keeps the depth given and reports the depth
 long=$(/usr/bin/python3 -c 'print(" ".join(["65"]*300))')
 err=$("$vkspec" generate -m "$m" --tokens "$long" -n 10 2>&1 >/dev/null); rc=$?
 check "a prompt longer than the context is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'does not fit the context'"
+out=$("$vkspec" generate -m "$m" -p "Hello" -n 8 --ctx 4 2>/dev/null); rc=$?
+check "a refused text prompt prints nothing on stdout (no echo before the check)" "[ $rc -eq 1 ] && [ -z \"\$out\" ]"
+out=$("$vkspec" generate -m "$m" -p "Hello" -n 0 2>/dev/null); rc=$?
+check "a text prompt with -n 0 is still echoed" "[ $rc -eq 0 ] && [ \"\$out\" = Hello ]"
 err=$("$vkspec" generate -m "$m" --tokens "1 2 999" -n 5 2>&1 >/dev/null); rc=$?
 check "a token id outside the vocabulary is refused" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'outside the model'"
 tmp=$(mktemp); head -c 1000 "$m" > "$tmp"

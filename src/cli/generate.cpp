@@ -137,8 +137,16 @@ static int run_generate(const std::vector<std::string>& argv) {
   Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
   std::optional<StreamDecoder> dec;
   if (s.tokenizer) dec.emplace(*s.tokenizer);
+  // The prompt is echoed with the first tokens (or at the end, if none come), not before the
+  // engine has checked the request: a refused one prints nothing to stdout.
+  bool echoed = false;
+  auto echo_prompt = [&] {
+    if (!echoed && !json && dec) std::fputs(s.decode(ids).c_str(), stdout);
+    echoed = true;
+  };
   auto stream = [&](const uint32_t* t, size_t k) {
     if (json) return;
+    echo_prompt();
     for (size_t i = 0; i < k; ++i) {
       if (dec)
         std::fputs(dec->push(t[i]).c_str(), stdout);
@@ -147,8 +155,8 @@ static int run_generate(const std::vector<std::string>& argv) {
     }
     std::fflush(stdout);
   };
-  if (!json && dec) std::fputs(s.decode(ids).c_str(), stdout);
   GenerateStats st = engine.generate(ids, n, stream);
+  echo_prompt();
   if (!st.pair_pack_refused.empty())
     std::fprintf(stderr, "warning: the heads run paired but unpacked (no pair pack: %s)\n", st.pair_pack_refused.c_str());
   if (json) {
