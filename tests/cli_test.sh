@@ -213,6 +213,8 @@ expect_error "perplexity needs a full window" "needs at least one full window: 3
 expect_error "an empty -p is refused naming the option as typed" "option -p needs a value" generate -m "$m" -p "" -n 2
 expect_error "unknown short and long options are named as typed" "unknown option(s): -z, --foo" generate -m "$m" --tokens 1 -n 2 -z 3 --foo
 expect_error "a repeated option is refused as repeated, not read once and called unknown" "option(s) given more than once: --heads, -n (give each once)" generate -m "$m" --heads "$H" --tokens 1 -n 2 --heads "$H" -n 3 -n 4
+expect_error "a prompt that lost its quotes is refused, not cut to its first word" "unexpected argument(s): 'world'" generate -m "$m" -p hello world -n 2
+expect_error "a word after a flag is refused, not dropped" "unexpected argument(s): 'true'" generate -m "$m" --tokens 1 -n 2 --json true
 expect_error "perplexity: a window below 4 is refused" "window 2 is too short: it must hold at least 4 tokens" perplexity -m "$m" --tokens "1 2 3" --ctx 2
 expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
 expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1

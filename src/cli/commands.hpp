@@ -38,7 +38,8 @@ struct Args {
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX, uint64_t min = 0);
   double get_double(const std::string& name, double fallback);
   std::vector<std::string> positional;
-  // Throws vkspec::Error naming every option that was given but never read.
+  // Throws vkspec::Error naming every option that was given but never read, every option given
+  // twice, and any bare word left over (no command takes one).
   void reject_unknown() const;
 
  private:

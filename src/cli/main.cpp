@@ -120,6 +120,13 @@ void Args::reject_unknown() const {
   };
   if (!bad.empty()) throw Error("unknown option(s): " + joined(bad));
   if (!repeated.empty()) throw Error("option(s) given more than once: " + joined(repeated) + " (give each once)");
+  // No command takes bare words: one here is a value that lost its quotes (-p two words) or a word
+  // after a flag, and would be dropped unseen.
+  if (!positional.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& w : positional) quoted.push_back("'" + w + "'");
+    throw Error("unexpected argument(s): " + joined(quoted) + " (an option takes one value: quote one with spaces, e.g. -p \"two words\")");
+  }
 }
 
 }  // namespace vkspec::cli
