@@ -215,6 +215,10 @@ expect_error "unknown short and long options are named as typed" "unknown option
 expect_error "a repeated option is refused as repeated, not read once and called unknown" "option(s) given more than once: --heads, -n (give each once)" generate -m "$m" --heads "$H" --tokens 1 -n 2 --heads "$H" -n 3 -n 4
 expect_error "a prompt that lost its quotes is refused, not cut to its first word" "unexpected argument(s): 'world'" generate -m "$m" -p hello world -n 2
 expect_error "a word after a flag is refused, not dropped" "unexpected argument(s): 'true'" generate -m "$m" --tokens 1 -n 2 --json true
+expect_error "two prompt sources are refused, not one silently ignored" "give one of -p TEXT, -f FILE or --tokens IDS" generate -m "$m" --tokens "1 2" -p hi -n 2
+expect_error "two spellings of one option are refused" "give one of -p and --prompt, not both" generate -m "$m" -p hi --prompt ho -n 2
+expect_error "a directory as the prompt file is named, not read as an empty prompt" "cannot read prompt file $root: it is a directory" generate -m "$m" -f "$root" -n 2
+expect_error "tokenize: a directory as the text file is named" "cannot read text file $root: it is a directory" tokenize -m "$m" -f "$root"
 expect_error "perplexity: a window below 4 is refused" "window 2 is too short: it must hold at least 4 tokens" perplexity -m "$m" --tokens "1 2 3" --ctx 2
 expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
 expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1

@@ -5,7 +5,7 @@
 // comparisons at equal verified-node count (DESIGN.md §9).
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -41,7 +41,7 @@ static int run_bench(const std::vector<std::string>& argv) {
   if (budgets.empty()) throw Error("--budget expects one or more budgets separated by commas, got '" + budget_list + "'");
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
-  for (auto& x : split_list(args.get("strategies", args.get("strategy", all)), ','))
+  for (auto& x : split_list(args.get_one({"strategies", "strategy"}, all), ','))
     strategies.push_back(parse_strategy(x));
   if (strategies.empty()) throw Error("--strategies expects one or more strategies separated by commas");
   Session s;
@@ -53,8 +53,7 @@ static int run_bench(const std::vector<std::string>& argv) {
   std::vector<std::vector<uint32_t>> prompts;
   if (!tokens_path.empty() || !prompts_path.empty()) {
     const std::string& path = tokens_path.empty() ? prompts_path : tokens_path;
-    std::ifstream f(path);
-    if (!f) throw Error("cannot read prompt file " + path);
+    std::istringstream f(read_file(path, "prompt file"));
     std::string line;
     while (std::getline(f, line) && int(prompts.size()) < max_prompts) {
       if (line.empty()) continue;

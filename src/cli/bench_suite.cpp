@@ -401,7 +401,7 @@ int run_suite(Args& args) {
     return 0;
   }
   SuiteConfig c = suite_config(args.get("suite"));
-  const std::string model_path = args.get("m", args.get("model", ""));
+  const std::string model_path = args.get_one({"m", "model"});
   if (args.has("shapes")) c.shapes = split_list(args.get("shapes"), ',');
   if (args.has("reps")) c.reps = int(args.get_uint("reps", 3, 1000, 1));
   const std::string demo = find_demo_dir(args.get("demo", ""));

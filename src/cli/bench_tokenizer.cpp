@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -43,8 +41,8 @@ std::vector<std::string> paragraphs(const std::string& text) {
 int run_bench_tokenizer(const std::vector<std::string>& argv) {
   Args args(argv);
   const bool json = args.flag("json");
-  const std::string model = args.get("m", args.get("model"));
-  const std::string file = args.get("f", args.get("file"));
+  const std::string model = args.get_one({"m", "model"});
+  const std::string file = args.get_one({"f", "file"});
   const uint64_t mib = args.get_uint("mib", 1, 1024);
   const int reps = int(args.get_uint("reps", 3, 1000));
   args.reject_unknown();
@@ -54,11 +52,7 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
   }
   std::string text = kDefaultText;
   if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(file + ": cannot open text file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = read_file(file, "text file");
     if (text.empty()) throw Error(file + ": the text file is empty");
   }
   const std::vector<std::string> base = paragraphs(text);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct Args {
   explicit Args(const std::vector<std::string>& argv);
   bool flag(const std::string& name);                       // --name present?
   std::string get(const std::string& name, const std::string& fallback = "");
+  // The value of whichever of `names` (spellings of one option: "p", "prompt") was given; more
+  // than one of them is refused by name, since only one could be read.
+  std::string get_one(std::initializer_list<const char*> names, const std::string& fallback = "");
   bool has(const std::string& name) const;
   // An integer in `min`..`max`; anything else (a sign, a fraction, a value outside the range) is
   // refused by name, with the range, rather than wrapped into a huge unsigned count.
@@ -46,5 +50,9 @@ struct Args {
   std::vector<std::pair<std::string, std::string>> opts_;  // value "" for flags
   std::vector<bool> used_;
 };
+
+// The whole of a file the user named; `what` says what it is for the error ("prompt file"). A
+// directory or a read that fails is refused naming the path, not taken as an empty file.
+std::string read_file(const std::string& path, const std::string& what);
 
 }  // namespace vkspec::cli

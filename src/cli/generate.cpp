@@ -2,8 +2,6 @@
 // on stdout with --json.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -67,8 +65,10 @@ static int run_generate(const std::vector<std::string>& argv) {
   const bool json = args.flag("json");
   const bool timing = args.flag("time-kernels");
   const std::string tokens = args.get("tokens", "");
-  const std::string prompt = args.get("p", args.get("prompt", ""));
+  const std::string prompt = args.get_one({"p", "prompt"});
   const std::string prompt_file = args.get("f", "");
+  if (!tokens.empty() + !prompt.empty() + !prompt_file.empty() > 1)
+    throw Error("give one of -p TEXT, -f FILE or --tokens IDS: each is the whole prompt");
   const uint32_t n = uint32_t(args.get_uint("n", 128));
   Session s;
   // --strategy auto / --budget auto: measured on this device and prompt (vkspec/autotune.hpp).
@@ -89,11 +89,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   if (!tokens.empty()) {
     ids = s.parse_tokens(tokens);
   } else if (!prompt_file.empty()) {
-    std::ifstream f(prompt_file, std::ios::binary);
-    if (!f) throw Error("cannot read prompt file " + prompt_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids = s.encode(ss.str());
+    ids = s.encode(read_file(prompt_file, "prompt file"));
   } else if (!prompt.empty()) {
     ids = s.encode(prompt);
   } else {

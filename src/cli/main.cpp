@@ -2,6 +2,9 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "cli/commands.hpp"
@@ -67,6 +70,28 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
       return opts_[i].second;
     }
   return fallback;
+}
+
+std::string Args::get_one(std::initializer_list<const char*> names, const std::string& fallback) {
+  std::string given;
+  for (const char* n : names)
+    if (has(n)) {
+      if (!given.empty())
+        throw Error("give one of " + option_name(given) + " and " + option_name(n) + ", not both: they are the same option");
+      given = n;
+    }
+  return given.empty() ? fallback : get(given);
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + what + " " + path + ": it is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + what + " " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error("cannot read " + what + " " + path + ": read error");
+  return ss.str();
 }
 
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {

@@ -2,8 +2,7 @@
 // people use to judge a (quantized) file against llama.cpp or against another file.
 #include <bit>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -16,22 +15,14 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "logits files are written as little-endian f32");
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot read " + std::string(what) + " " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // The sequence to score, from exactly one of --tokens IDS, --tokens-file FILE (ids separated by
 // spaces, commas or newlines), --text TEXT / -p TEXT, -f FILE (text, through the GGUF's
 // tokenizer, BOS as its metadata says).
 struct TokenSource {
   std::string ids, ids_file, text, text_file;
   explicit TokenSource(Args& a)
-      : ids(a.get("tokens", "")), ids_file(a.get("tokens-file", "")), text(a.get("text", a.get("p", ""))),
-        text_file(a.get("f", a.get("file", ""))) {
+      : ids(a.get("tokens", "")), ids_file(a.get("tokens-file", "")), text(a.get_one({"text", "p"})),
+        text_file(a.get_one({"f", "file"})) {
     const int given = !ids.empty() + !ids_file.empty() + !text.empty() + !text_file.empty();
     if (given != 1)
       throw Error("give exactly one of --tokens IDS, --tokens-file FILE, --text TEXT, -f TEXT_FILE (got " +
@@ -47,7 +38,7 @@ struct TokenSource {
 int run_logits(const std::vector<std::string>& argv) {
   Args args(argv);
   const TokenSource src(args);
-  const std::string out_path = args.get("out", args.get("o", ""));
+  const std::string out_path = args.get_one({"out", "o"});
   if (out_path.empty()) throw Error("no output file: --out LOGITS.f32");
   Session s;
   s.open(args);

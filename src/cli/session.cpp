@@ -63,7 +63,7 @@ nlohmann::json Session::memory_json() const {
 }
 
 void Session::open(Args& args) {
-  const std::string model_path = args.get("m", args.get("model", ""));
+  const std::string model_path = args.get_one({"m", "model"});
   if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
   ctx_len = uint32_t(args.get_uint("ctx", 0));
   kv_type = parse_kv_type(args.get("kv-type", "f16"));

@@ -1,8 +1,6 @@
 // vkspec tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]
 // Prints one line per token ("id<TAB>'piece'") or, with --ids, the ids on one line.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "vkspec/gguf.hpp"
@@ -12,10 +10,10 @@ namespace {
 
 int tokenize_main(const std::vector<std::string>& argv) {
   vkspec::cli::Args a(argv);
-  const std::string model = a.get("m", a.get("model"));
+  const std::string model = a.get_one({"m", "model"});
   const bool has_p = a.has("p") || a.has("prompt");
-  const std::string file = a.get("f", a.get("file"));
-  std::string text = has_p ? a.get("p", a.get("prompt")) : "";
+  const std::string file = a.get_one({"f", "file"});
+  std::string text = has_p ? a.get_one({"p", "prompt"}) : "";
   const bool ids_only = a.flag("ids");
   const bool add_special = a.flag("add-special");
   const bool parse_special = a.flag("special");
@@ -29,11 +27,7 @@ int tokenize_main(const std::vector<std::string>& argv) {
     return 2;
   }
   if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw vkspec::Error(file + ": cannot open text file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = vkspec::cli::read_file(file, "text file");
   }
   const vkspec::GgufFile g = vkspec::GgufFile::open(model);
   const vkspec::Tokenizer tok = vkspec::Tokenizer::from_gguf(g);
