@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed corpora for the libFuzzer harnesses in tests/fuzz/, derived at build time (nothing
 binary is committed): OUT/<harness>/ for fuzz_gguf, fuzz_safetensors, fuzz_head_config,
-fuzz_tokenizer, fuzz_torch, fuzz_llama2c and fuzz_bench_json.
+fuzz_tokenizer, fuzz_torch, fuzz_llama2c, fuzz_bench_json and fuzz_args.
 
 Seeds are kept small (mostly < 64 KB) so the fuzzers mutate structure rather than megabytes of
 weights: tiny random models from make_random_gguf, the bundled heads' configs and safetensors
@@ -309,6 +309,14 @@ def main():
             raw = open(os.path.join(src, "docs", name), "rb").read()
             put(out, "fuzz_bench_json", name, raw)
             put(out, "fuzz_bench_json", "trimmed-" + name, json.dumps(trimmed(json.loads(raw))).encode())
+
+    # Command lines as people type them, words separated by NUL bytes (fuzz_args.cpp).
+    for i, argv in enumerate((
+            ["-m", "models/verifier.gguf", "-p", "The kernel", "-n", "64", "--json"],
+            ["--model=m.gguf", "--tokens", "1 2 3", "--budget", "8", "--temp", "0.7", "--time-kernels"],
+            ["-m", "m", "-p", "two", "words", "-n", "-5", "--temp", "-.5", "-p", "again"],
+            ["--prompt", "x", "-p", "y", "--", "-", "--=v", "--n=4294967296", "--budget", "0"])):
+        put(out, "fuzz_args", "argv-%d.bin" % i, b"\0".join(w.encode() for w in argv))
 
 
 if __name__ == "__main__":

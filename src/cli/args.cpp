@@ -1,0 +1,154 @@
+// The command-line tool's options (cli/commands.hpp: Args) and the file reader its commands share.
+// Apart from main.cpp so that tests/fuzz/fuzz_args.cpp can drive it without a device.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "vkspec/error.hpp"
+
+namespace vkspec::cli {
+
+// A word that names an option: "-x", "--name", "--name=value"; "-5" and "-.5" are values.
+static bool is_option(const std::string& w) {
+  return w.size() > 1 && w[0] == '-' && !((w[1] >= '0' && w[1] <= '9') || w[1] == '.');
+}
+
+Args::Args(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (!is_option(a)) {
+      positional.push_back(a);
+      continue;
+    }
+    std::string key = a.substr(a[1] == '-' ? 2 : 1);
+    std::string val;
+    if (const auto eq = key.find('='); eq != std::string::npos) {
+      val = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else if (i + 1 < argv.size() && !is_option(argv[i + 1])) {
+      val = argv[++i];
+    }
+    opts_.emplace_back(key, val);
+    used_.push_back(false);
+  }
+}
+
+// An option as the user types it: -p, -n, --ctx.
+static std::string option_name(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
+
+bool Args::has(const std::string& name) const {
+  for (auto& [k, v] : opts_)
+    if (k == name) return true;
+  return false;
+}
+
+bool Args::flag(const std::string& name) {
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (opts_[i].first == name) {
+      used_[i] = true;
+      if (!opts_[i].second.empty()) {
+        // A flag swallowed the next word; give it back as a positional argument.
+        positional.push_back(opts_[i].second);
+        opts_[i].second.clear();
+      }
+      return true;
+    }
+  return false;
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) {
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (opts_[i].first == name) {
+      used_[i] = true;
+      if (opts_[i].second.empty()) throw Error("option " + option_name(name) + " needs a value");
+      return opts_[i].second;
+    }
+  return fallback;
+}
+
+std::string Args::get_one(std::initializer_list<const char*> names, const std::string& fallback) {
+  std::string given;
+  for (const char* n : names)
+    if (has(n)) {
+      if (!given.empty())
+        throw Error("give one of " + option_name(given) + " and " + option_name(n) + ", not both: they are the same option");
+      given = n;
+    }
+  return given.empty() ? fallback : get(given);
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + what + " " + path + ": it is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + what + " " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error("cannot read " + what + " " + path + ": read error");
+  return ss.str();
+}
+
+uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {
+  bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long long x = 0;
+  if (ok) {
+    try {
+      x = std::stoull(v);
+      ok = x >= min && x <= max;
+    } catch (...) {
+      ok = false;  // past the range of the type: too large, like any value past max
+    }
+  }
+  if (!ok) throw Error("option " + option_name(what) + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) + ", got '" + v + "'");
+  return x;
+}
+
+uint64_t Args::get_uint(const std::string& name, uint64_t fallback, uint64_t max, uint64_t min) {
+  return has(name) ? parse_uint(name, get(name), max, min) : fallback;
+}
+
+double Args::get_double(const std::string& name, double fallback) {
+  if (!has(name)) return fallback;
+  std::string v = get(name);
+  try {
+    size_t pos = 0;
+    double x = std::stod(v, &pos);
+    if (pos != v.size() || !std::isfinite(x)) throw 0;
+    return x;
+  } catch (...) {
+    throw Error("option " + option_name(name) + " expects a finite number, got '" + v + "'");
+  }
+}
+
+void Args::reject_unknown() const {
+  // A command reads the first of an option's occurrences; a second one would be dropped unseen, so
+  // it is refused too, named as repeated rather than as unknown.
+  std::vector<std::string> bad, repeated;
+  for (size_t i = 0; i < opts_.size(); ++i) {
+    if (used_[i]) continue;
+    const std::string name = option_name(opts_[i].first);
+    bool read = false;
+    for (size_t j = 0; j < i; ++j) read = read || (used_[j] && opts_[j].first == opts_[i].first);
+    std::vector<std::string>& list = read ? repeated : bad;
+    if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+  }
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  };
+  if (!bad.empty()) throw Error("unknown option(s): " + joined(bad));
+  if (!repeated.empty()) throw Error("option(s) given more than once: " + joined(repeated) + " (give each once)");
+  // No command takes bare words: one here is a value that lost its quotes (-p two words) or a word
+  // after a flag, and would be dropped unseen.
+  if (!positional.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& w : positional) quoted.push_back("'" + w + "'");
+    throw Error("unexpected argument(s): " + joined(quoted) + " (an option takes one value: quote one with spaces, e.g. -p \"two words\")");
+  }
+}
+
+}  // namespace vkspec::cli

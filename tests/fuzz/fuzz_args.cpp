@@ -1,0 +1,39 @@
+// libFuzzer: a command line through the tool's option parser (src/cli/args.cpp), read the way
+// `vkspec generate` reads its options, then checked for what was left unread. The input is the
+// argument words separated by NUL bytes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "vkspec/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::vector<std::string> words(1);
+  for (size_t i = 0; i < size && words.size() <= 64; ++i) {
+    if (data[i] == 0)
+      words.emplace_back();
+    else
+      words.back() += char(data[i]);
+  }
+  using vkspec::cli::Args;
+  try {
+    Args a(words);
+    a.flag("json");
+    a.flag("time-kernels");
+    const std::string tokens = a.get("tokens", "");
+    const std::string prompt = a.get_one({"p", "prompt"});
+    const std::string model = a.get_one({"m", "model"});
+    const uint64_t n = a.get_uint("n", 128);
+    const uint64_t budget = a.get_uint("budget", 8, 64, 1);
+    const double temp = a.get_double("temp", 0.0);
+    if (n > UINT32_MAX || budget < 1 || budget > 64 || temp != temp) __builtin_trap();
+    (void)tokens, (void)prompt, (void)model;
+    a.reject_unknown();
+    // Accepted: nothing the user typed was left unread.
+    if (!a.positional.empty()) __builtin_trap();
+  } catch (const vkspec::Error&) {
+  }
+  return 0;
+}
