@@ -219,6 +219,7 @@ expect_error "two prompt sources are refused, not one silently ignored" "give on
 expect_error "two spellings of one option are refused" "give one of -p and --prompt, not both" generate -m "$m" -p hi --prompt ho -n 2
 expect_error "a directory as the prompt file is named, not read as an empty prompt" "cannot read prompt file $root: it is a directory" generate -m "$m" -f "$root" -n 2
 expect_error "tokenize: a directory as the text file is named" "cannot read text file $root: it is a directory" tokenize -m "$m" -f "$root"
+expect_error "a prompt file without end (/dev/zero) is refused at 256 MiB, not read until memory runs out" "prompt file /dev/zero is larger than 256 MiB" generate -m "$m" -f /dev/zero -n 2
 expect_error "perplexity: a window below 4 is refused" "window 2 is too short: it must hold at least 4 tokens" perplexity -m "$m" --tokens "1 2 3" --ctx 2
 expect_error "perplexity: a missing text file names it" "cannot read text file /nonexistent-dir/t.txt" perplexity -m "$m" -f /nonexistent-dir/t.txt
 expect_error "perplexity: an unknown option is refused" "unknown option" perplexity -m "$m" --tokens "1 2" --temp 1

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "vkspec/error.hpp"
@@ -85,10 +84,17 @@ std::string read_file(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + what + " " + path + ": it is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot read " + what + " " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  // Read in pieces up to a limit: a device or pipe without end (/dev/zero) is refused, not read
+  // until memory runs out.
+  std::string out;
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    out.append(buf, size_t(f.gcount()));
+    if (out.size() > kMaxReadFileBytes)
+      throw Error(what + " " + path + " is larger than " + std::to_string(kMaxReadFileBytes >> 20) + " MiB");
+  }
   if (f.bad()) throw Error("cannot read " + what + " " + path + ": read error");
-  return ss.str();
+  return out;
 }
 
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {

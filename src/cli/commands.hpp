@@ -1,6 +1,7 @@
 // The vkspec command-line tool: each subcommand lives in its own file and registers itself.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <initializer_list>
 #include <cstdint>
@@ -52,7 +53,8 @@ struct Args {
 };
 
 // The whole of a file the user named; `what` says what it is for the error ("prompt file"). A
-// directory or a read that fails is refused naming the path, not taken as an empty file.
+// directory, a read that fails or more than kMaxReadFileBytes is refused naming the path.
+inline constexpr size_t kMaxReadFileBytes = size_t(256) << 20;
 std::string read_file(const std::string& path, const std::string& what);
 
 }  // namespace vkspec::cli
