@@ -86,10 +86,10 @@ expect_error() {  # expect_error NAME PATTERN ARGS...: exit 1 (not a signal) and
   check "$name" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q -- \"$pat\""
 }
 H="$root/models/head1,$root/models/head2"
-expect_error "--heads , is refused, not dereferenced" "--heads takes one or two head folders" generate -m "$m" --heads , --tokens 1 -n 2
+expect_error "--heads , is refused, not dereferenced" "option --heads has an empty item in ','" generate -m "$m" --heads , --strategy merge --tokens 1 -n 2
 expect_error "a 23-digit --device index is past the end, not a stoul error" "device index 12345678901234567890123 does not exist" devices --device 12345678901234567890123
 expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
-expect_error "bench --budget , is refused instead of printing an empty table" "--budget expects one or more budgets" bench -m "$m" --budget ,
+expect_error "bench --budget , is refused instead of printing an empty table" "option --budget has an empty item in ','" bench -m "$m" --budget ,
 expect_error "bench --suite names its choices" "--suite expects quick or standard, got 'fast'" bench --suite fast
 expect_error "bench --suite with an unknown built-in shape is refused before any work" "unknown model shape 'huge'" bench --suite quick --shapes huge
 expect_error "bench --from-json of a missing file is a clear error" "cannot read /no/such.json" bench --from-json /no/such.json --md
@@ -141,7 +141,7 @@ check "--topk 3,2 with a fixed strategy and budget tries each top-k (and ar), ru
 outb=$("$vkspec" bench -m "$m" --heads "$H" --strategies ar,single1,merge --budget 4,6 --topk 2,4 --tokens-file <(printf '84 104 101 32\n101 32 116\n') -n 8 --rounds 2 --json 2>/dev/null)
 check "bench --topk 2,4 measures every (strategy, budget, top-k) once and ar once, each row naming its top-k, every prompt in every round" \
   "/usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1])[\"results\"]; got=sorted((x[\"strategy\"], x[\"budget\"], x[\"topk\"]) for x in r); want=sorted([(\"ar\",0,0)]+[(s,b,k) for s in (\"single1\",\"merge\") for b in (4,6) for k in (2,4)]); assert got==want, got; assert all(\"error\" not in x and x[\"tokens_per_s\"] > 0 and x[\"prompts\"]==2 and len(x[\"tokens_per_s_rounds\"])==2 and min(x[\"tokens_per_s_rounds\"]) > 0 and len(x[\"speedup_rounds\"])==2 for x in r), r; assert [x[\"tau\"] for x in r if x[\"strategy\"]==\"ar\"]==[1.0], r' \"\$outb\""
-expect_error "--topk , is refused by name" "--topk expects a number" generate -m "$m" --heads "$H" --strategy single1 --tokens 1 -n 2 --topk ,
+expect_error "--topk , is refused by name" "option --topk has an empty item in ','" generate -m "$m" --heads "$H" --strategy single1 --tokens 1 -n 2 --topk ,
 expect_error "a top-k in a list past the kernel limit is refused before any buffer" "topk must be in 1..32" bench -m "$m" --heads "$H" --topk 2,40 -n 2
 outp=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --pair-heads off --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
 check "--pair-heads off: merge's tokens and accepted lengths as paired, no paired dispatches, and dispatches + paired = unpaired" \
@@ -242,4 +242,31 @@ check "devices --json lists the memory heaps" \
   "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert all(len(x[\"memory_heaps\"])>0 and x[\"memory_heaps\"][0][\"bytes\"]>0 for x in d[\"devices\"])'"
 out=$("$vkspec" tokenize -m "$m" -p "Hi!" --ids 2>/dev/null)
 check "tokenize: the byte-level demo vocab maps text to its bytes" "[ \"\$out\" = '72 105 33' ]"
+# Option values that were dropped, wrapped or let through (found by probing every option by hand):
+# each refused by name now, with no file touched and nothing run.
+expect_error "bench --suite --shapes , is refused, not a crash on an empty model list" "option --shapes has an empty item in ','" bench --suite quick --shapes , --reps 1
+expect_error "an empty list item is refused, not dropped" "option --topk has an empty item in '1,,2'" generate -m "$m" --heads "$H" --strategy single1 --topk 1,,2 --tokens 1 -n 2
+expect_error "--stop , is refused, not read as no stop token" "option --stop has an empty item in ','" generate -m "$m" --tokens 1 -n 2 --stop ,
+expect_error "a strategy listed twice is refused, not measured twice" "option --strategies lists 'ar' more than once" bench -m "$m" --strategies ar,ar -n 2
+expect_error "a bench whose every configuration is refused fails, naming why" "no configuration can run, nothing to measure" bench -m "$m" --heads "$H" --strategies single1 --budget 0 --topk 1 -n 2 --rounds 1
+expect_error "draft options with ar are refused, not ignored" "--heads, --budget set(s) how a speculative strategy drafts, but no --strategy was given" generate -m "$m" --heads "$H" --budget 16 --tokens 1 -n 2
+expect_error "a temperature whose inverse overflows is refused, not sampled as noise" "--temp 1.4013e-45 is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e-45
+expect_error "a temperature past the float range is refused, not read as inf" "--temp inf is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e39
+expect_error "bench-kernels: a shape side past 32 bits is refused, not wrapped to 1" "bad --shapes entry '4294967297x512'" bench-kernels --shapes 4294967297x512 --types f16 --batches 1 --no-cost
+out=$("$vkspec" bench-kernels --types f16 --batches 1 --shapes 64x64 --cost-model tiny-512x8 --cost-rows 2,1 --reps 1 --json 2>/dev/null)
+check "bench-kernels: c(N) is against the 1-row forward wherever --cost-rows lists it, not against the first entry" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; r={x[\"rows\"]: x for x in json.load(sys.stdin)[\"verify_cost\"][\"results\"]}; assert r[1][\"cost_ratio\"]==1.0 and abs(r[2][\"cost_ratio\"]-r[2][\"us_per_forward\"]/r[1][\"us_per_forward\"])<0.5, r'"
+probe=$(mktemp -d)
+cp "$m" "$probe/v.gguf"
+expect_error "logits --out naming the model is refused, the model kept" "--out $probe/v.gguf is the file given as -m" logits -m "$probe/v.gguf" --tokens "1 2 3" --out "$probe/v.gguf"
+check "the model given as --out is unchanged" "cmp -s \"$m\" \"$probe/v.gguf\""
+expect_error "bench --suite --md naming the model is refused" "--md $probe/v.gguf is the file given as -m" bench --suite quick --reps 1 -m "$probe/v.gguf" --md "$probe/v.gguf"
+echo precious > "$probe/keep.f32"
+expect_error "logits refused for the context" "do not fit the context of 2 tokens" logits -m "$m" --tokens "1 2 3" --out "$probe/keep.f32" --ctx 2
+check "a refused logits run leaves the file at --out as it was" "[ \"\$(cat \"$probe/keep.f32\")\" = precious ]"
+expect_error "bench --from-json with --json is refused, not left unwritten" "--json does not apply to it" bench --from-json "$probe/v.gguf" --json "$probe/out.json"
+printf 'Hi\0there\0' > "$probe/nul.txt"
+out=$("$vkspec" generate -m "$m" -f "$probe/nul.txt" -n 2 2>/dev/null | od -An -c | tr -d ' \n')
+check "a prompt holding NUL bytes is echoed whole, not cut at the first" "printf '%s' \"\$out\" | grep -q 'Hi\\\\0there\\\\0'"
+rm -rf "$probe"
 exit $fail

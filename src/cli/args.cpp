@@ -97,6 +97,30 @@ std::string read_file(const std::string& path, const std::string& what) {
   return out;
 }
 
+std::vector<std::string> option_list(const std::string& what, const std::string& v, bool distinct) {
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    const size_t comma = v.find(',', start);
+    std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty())
+      throw Error("option " + option_name(what) + " has an empty item in '" + v + "' (items separated by single commas, e.g. 1,2,4)");
+    if (distinct && std::find(out.begin(), out.end(), item) != out.end())
+      throw Error("option " + option_name(what) + " lists '" + item + "' more than once");
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+void refuse_overwrite(const std::string& out_option, const std::string& out,
+                      std::initializer_list<std::pair<const char*, std::string>> inputs) {
+  for (const auto& [option, in] : inputs) {
+    std::error_code ec;
+    if (!out.empty() && !in.empty() && std::filesystem::equivalent(out, in, ec))
+      throw Error(out_option + " " + out + " is the file given as " + option + ": writing it would destroy it (give another output path)");
+  }
+}
+
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {
   bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
   unsigned long long x = 0;

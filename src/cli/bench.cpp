@@ -37,11 +37,11 @@ static int run_bench(const std::vector<std::string>& argv) {
   const uint32_t rounds = uint32_t(args.get_uint("rounds", 3, 1000, 1));
   std::vector<uint32_t> budgets;
   const std::string budget_list = args.get("budget", "8");
-  for (auto& b : split_list(budget_list, ',')) budgets.push_back(uint32_t(parse_uint("budget", b)));
+  for (auto& b : option_list("budget", budget_list)) budgets.push_back(uint32_t(parse_uint("budget", b)));
   if (budgets.empty()) throw Error("--budget expects one or more budgets separated by commas, got '" + budget_list + "'");
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
-  for (auto& x : split_list(args.get_one({"strategies", "strategy"}, all), ','))
+  for (auto& x : option_list(args.has("strategy") ? "strategy" : "strategies", args.get_one({"strategies", "strategy"}, all)))
     strategies.push_back(parse_strategy(x));
   if (strategies.empty()) throw Error("--strategies expects one or more strategies separated by commas");
   Session s;
@@ -103,6 +103,13 @@ static int run_bench(const std::vector<std::string>& argv) {
         configs.push_back(std::move(c));
       }
   s.engine = base;
+  // Every configuration refused (a budget of 0, say): nothing would be measured, and a run that
+  // measured nothing does not succeed.
+  if (std::none_of(configs.begin(), configs.end(), [](const Config& c) { return c.engine != nullptr; })) {
+    std::string why;
+    for (const Config& c : configs) why += "\n  " + std::string(strategy_name(c.strat)) + " budget " + std::to_string(c.B) + " top-k " + std::to_string(c.K) + ": " + c.error;
+    throw Error("no configuration can run, nothing to measure:" + why);
+  }
   const Config* ar = nullptr;
   for (const Config& c : configs)
     if (c.strat == Strategy::AR && c.engine) ar = &c;

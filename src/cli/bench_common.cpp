@@ -330,7 +330,8 @@ nlohmann::json verify_cost(Context& ctx, LlamaModel& model, const std::vector<ui
       const double s = std::chrono::duration<double>(clock::now() - t0).count();
       if (r >= 0) secs[i].push_back(s / per_submit), shortest = std::min(shortest, s);
     }
-  const std::vector<double>& one = secs[0];
+  // c(N) against the 1-row forward wherever the list put it (--cost-rows 4,2,1 divided by 4's).
+  const std::vector<double>& one = secs[size_t(std::find(order.begin(), order.end(), 1u) - order.begin())];
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < order.size(); ++i) {
     if (std::find(rows.begin(), rows.end(), order[i]) == rows.end()) continue;

@@ -19,7 +19,7 @@ namespace vkspec::cli {
 
 static std::vector<uint32_t> parse_list(const std::string& opt, const std::string& v) {
   std::vector<uint32_t> out;
-  for (const std::string& s : split_list(v, ',')) {
+  for (const std::string& s : option_list(opt, v)) {
     out.push_back(uint32_t(parse_uint(opt, s, 4096, 1)));
   }
   if (out.empty()) throw Error("--" + opt + " expects numbers separated by commas, got '" + v + "'");
@@ -46,15 +46,19 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   args.reject_unknown();
   if (cost_kernels && !cost) throw Error("--time-kernels times the forwards of the cost measurement: drop --no-cost");
   std::vector<std::pair<uint32_t, uint32_t>> shapes;
-  for (const std::string& shp : split_list(shapes_opt, ',')) {
-    uint32_t N = 0, K = 0;
-    char tail = 0;
-    if (std::sscanf(shp.c_str(), "%ux%u%c", &N, &K, &tail) != 2 || !N || !K || N > 65536 || K > 65536)
-      throw Error("bad --shapes entry '" + shp + "' (want NxK, each 1..65536)");
-    shapes.push_back({N, K});
+  for (const std::string& shp : option_list("shapes", shapes_opt)) {
+    // Digits only on each side of the x: sscanf's %u read 4294967297 as 1 and took signs and spaces.
+    const size_t x = shp.find('x');
+    const std::string n = x == std::string::npos ? shp : shp.substr(0, x), k = x == std::string::npos ? "" : shp.substr(x + 1);
+    auto side = [&](const std::string& d) -> uint32_t {
+      if (d.empty() || d.size() > 5 || d.find_first_not_of("0123456789") != std::string::npos || std::stoul(d) < 1 || std::stoul(d) > 65536)
+        throw Error("bad --shapes entry '" + shp + "' (want NxK, each 1..65536)");
+      return uint32_t(std::stoul(d));
+    };
+    shapes.push_back({side(n), side(k)});
   }
   std::vector<WeightType> types;
-  for (const std::string& ts : split_list(types_opt, ',')) types.push_back(parse_weight_type(ts));
+  for (const std::string& ts : option_list("types", types_opt)) types.push_back(parse_weight_type(ts));
   Context ctx(co);
   warn_idle(ctx.caps());
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");

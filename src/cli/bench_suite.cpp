@@ -381,7 +381,12 @@ void collect_unreliable(const nlohmann::json& j, const std::string& where, nlohm
 int run_suite(Args& args) {
   const std::string json_path = output_path(args, "json"), md_path = output_path(args, "md");
   const std::string from = args.get("from-json", "");
+  if (!json_path.empty() && json_path != "-" && json_path == md_path)
+    throw Error("--json and --md both name " + json_path + ": give each its own file");
   if (!from.empty()) {  // re-render a saved run as markdown, no device involved
+    // It writes markdown only: a --json path would be left unwritten without a word.
+    if (!json_path.empty()) throw Error("--from-json renders a saved run as markdown (--md [FILE]); --json does not apply to it");
+    refuse_overwrite("--md", md_path, {{"--from-json", from}});
     args.reject_unknown();
     std::ifstream f(from);
     if (!f) throw Error("cannot read " + from);
@@ -402,7 +407,9 @@ int run_suite(Args& args) {
   }
   SuiteConfig c = suite_config(args.get("suite"));
   const std::string model_path = args.get_one({"m", "model"});
-  if (args.has("shapes")) c.shapes = split_list(args.get("shapes"), ',');
+  refuse_overwrite("--json", json_path, {{"-m", model_path}});
+  refuse_overwrite("--md", md_path, {{"-m", model_path}});
+  if (args.has("shapes")) c.shapes = option_list("shapes", args.get("shapes"));
   if (args.has("reps")) c.reps = int(args.get_uint("reps", 3, 1000, 1));
   const std::string demo = find_demo_dir(args.get("demo", ""));
   const std::string device = args.get("device", "");

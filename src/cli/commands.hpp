@@ -52,6 +52,16 @@ struct Args {
   std::vector<bool> used_;
 };
 
+// The items of a comma-separated option value (--budget 2,4,8). An empty item ('1,,2', ',') is
+// refused by name rather than dropped, and with `distinct` so is an item given twice ('3,3'),
+// which would otherwise be dropped by one command and run twice by another.
+std::vector<std::string> option_list(const std::string& what, const std::string& v, bool distinct = true);
+
+// Refuses writing `out` (given as option `out_option`) where it names the same file as one of
+// `inputs` (option, path): the input would be overwritten before or while it is read.
+void refuse_overwrite(const std::string& out_option, const std::string& out,
+                      std::initializer_list<std::pair<const char*, std::string>> inputs);
+
 // The whole of a file the user named; `what` says what it is for the error ("prompt file"). A
 // directory, a read that fails or more than kMaxReadFileBytes is refused naming the path.
 inline constexpr size_t kMaxReadFileBytes = size_t(256) << 20;

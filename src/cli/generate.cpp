@@ -85,6 +85,17 @@ static int run_generate(const std::vector<std::string>& argv) {
   s.engine.time_kernels = timing;
   s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
   args.reject_unknown();
+  // With no --strategy, generate runs ar, which drafts nothing: a draft option given then would be
+  // dropped unseen (a forgotten --strategy), so it is refused by name. An explicit --strategy ar
+  // keeps them (a script that compares strategies passes the same options to each).
+  if (!args.has("strategy")) {
+    std::string unused;
+    for (const char* o : {"heads", "budget", "topk", "depth", "pair-heads"})
+      if (args.has(o)) unused += (unused.empty() ? "--" : ", --") + std::string(o);
+    if (!unused.empty())
+      throw Error(unused + " set(s) how a speculative strategy drafts, but no --strategy was given, so generate runs ar, "
+                  "which drafts nothing: give --strategy single1|single2|route|merge|merge-trie|auto (or ar), or drop " + unused);
+  }
   std::vector<uint32_t> ids;
   if (!tokens.empty()) {
     ids = s.parse_tokens(tokens);
@@ -136,8 +147,10 @@ static int run_generate(const std::vector<std::string>& argv) {
   // The prompt is echoed with the first tokens (or at the end, if none come), not before the
   // engine has checked the request: a refused one prints nothing to stdout.
   bool echoed = false;
+  // Text as it is, NUL bytes included (fputs would stop at the first: a prompt file may hold one).
+  auto put = [](const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); };
   auto echo_prompt = [&] {
-    if (!echoed && !json && dec) std::fputs(s.decode(ids).c_str(), stdout);
+    if (!echoed && !json && dec) put(s.decode(ids));
     echoed = true;
   };
   auto stream = [&](const uint32_t* t, size_t k) {
@@ -145,7 +158,7 @@ static int run_generate(const std::vector<std::string>& argv) {
     echo_prompt();
     for (size_t i = 0; i < k; ++i) {
       if (dec)
-        std::fputs(dec->push(t[i]).c_str(), stdout);
+        put(dec->push(t[i]));
       else
         std::printf("%u ", t[i]);
     }
@@ -163,7 +176,7 @@ static int run_generate(const std::vector<std::string>& argv) {
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    if (dec) std::fputs(dec->flush().c_str(), stdout);
+    if (dec) put(dec->flush());
     std::printf("\n");
     std::fflush(stdout);  // the text first, then the statistics, also when both go to one pipe
     std::fprintf(stderr,

@@ -40,20 +40,28 @@ int run_logits(const std::vector<std::string>& argv) {
   const TokenSource src(args);
   const std::string out_path = args.get_one({"out", "o"});
   if (out_path.empty()) throw Error("no output file: --out LOGITS.f32");
+  refuse_overwrite("--out", out_path, {{"-m", args.get_one({"m", "model"})}, {"--tokens-file", src.ids_file}, {"-f", src.text_file}});
   Session s;
   s.open(args);
   args.reject_unknown();
   s.load_verifier(64);
   const std::vector<uint32_t> ids = src.tokens(s);
   if (ids.empty()) throw Error("no tokens to run");
-  std::FILE* fp = std::fopen(out_path.c_str(), "wb");
-  if (!fp) throw Error("cannot write " + out_path);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(fp, &std::fclose);
+  // Opened at the first row, after the run's own checks (a sequence past the context is refused
+  // before any row): a refused request leaves a file already at that path as it was.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(nullptr, &std::fclose);
+  auto open_out = [&] {
+    if (out) return;
+    out.reset(std::fopen(out_path.c_str(), "wb"));
+    if (!out) throw Error("cannot write " + out_path);
+  };
   ChainRunner run(*s.model);
   // Row by row, so a long sequence over a large vocabulary never needs T*V floats of memory.
   run.run(ids, 0, [&](uint32_t, std::span<const float> row) {
+    open_out();
     if (std::fwrite(row.data(), 4, row.size(), out.get()) != row.size()) throw Error("short write to " + out_path);
   });
+  open_out();
   if (std::fclose(out.release()) != 0) throw Error("error closing " + out_path);
   std::fprintf(stderr, "wrote the logits of %zu positions x %d vocabulary entries (f32, little-endian, row-major) to %s\n",
                ids.size(), s.model->config().V, out_path.c_str());

@@ -110,7 +110,7 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   if (topk_opt == "auto") {
     topks = kAutoTopks;
   } else if (topk_given) {
-    for (const std::string& w : split_list(topk_opt, ',')) topks.push_back(uint32_t(parse_uint("topk", w)));
+    for (const std::string& w : option_list("topk", topk_opt)) topks.push_back(uint32_t(parse_uint("topk", w)));
     if (topks.empty()) throw Error("--topk expects a number, numbers separated by commas or auto, got '" + topk_opt + "'");
   } else {
     topks = {kDefaultTopk};
@@ -122,7 +122,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     throw Error("--pair-heads must be on, off or unpacked, got '" + pair + "'");
   engine.pair_heads = pair != "off";
   engine.pack_pairs = pair == "on";  // unpacked: paired, each weight read through both heads' views
-  for (const std::string& w : split_list(args.get("stop", ""), ',')) {
+  const std::string stop = args.get("stop", "");
+  for (const std::string& w : stop.empty() ? std::vector<std::string>{} : option_list("stop", stop)) {
     uint32_t id = 0;
     if (!parse_id(w, id)) throw Error("--stop expects token ids separated by commas, got '" + w + "'");
     engine.stop_tokens.push_back(id);
@@ -146,7 +147,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
   const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));
   if (rows > UINT32_MAX) throw Error("--budget " + std::to_string(budget_max) + " is too large");
-  auto parts = split_list(heads, ',');
+  // The same head twice is allowed: two drafters that agree (what the agreement tests run).
+  auto parts = heads.empty() ? std::vector<std::string>{} : option_list("heads", heads, false);
   if (!heads.empty() && (parts.empty() || parts.size() > 2))
     throw Error("--heads takes one or two head folders separated by a comma, got '" + heads + "'");
   // The heads' device bytes count when checking that the verifier fits the device.

@@ -178,7 +178,8 @@ void check_device_fits(const Context& ctx, const LlamaConfig& cfg, const ModelOp
   if (uint64_t(max_rows) * row_bytes > range)
     throw Error(std::to_string(max_rows) + " rows per verifier pass (prompt chunk or verified tree) need " +
                 std::to_string((uint64_t(max_rows) * row_bytes) >> 20) + " MiB of scratch per buffer, more than the " +
-                "device's storage-buffer range of " + std::to_string(range >> 20) + " MiB; use a smaller --budget");
+                "device's storage-buffer range of " + std::to_string(range >> 20) + " MiB; use fewer rows per pass (a smaller --budget, " +
+                "or --cost-rows in bench-kernels)");
   const StateBytes st = llama_state_bytes(cfg, opts);
   const uint64_t need = weights + st.kv + st.scratch + opts.reserve_bytes;
   const uint64_t total = ctx.caps().device_local_bytes, used = weights ? 0 : ctx.allocated_bytes();

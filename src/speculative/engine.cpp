@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 
@@ -96,10 +98,22 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
       throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
                   (heads.size() == 2 ? "two draft heads" : "a draft head") + " (--heads H1,H2)");
   const SamplingOptions& so = opts.sampling;
-  if (!(so.temperature >= 0) || !(so.top_p > 0 && so.top_p <= 1) || !(so.min_p >= 0 && so.min_p <= 1) ||
-      !(so.repeat_penalty > 0) || so.repeat_window > kSampleMaxWindow)
-    throw Error("sampling options out of range: need --temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
-                "--repeat-penalty > 0, --repeat-window <= " + std::to_string(kSampleMaxWindow));
+  // Each option by name. The temperature and the penalty divide logits, so each must have a finite
+  // float inverse: 1e-45 (1/T overflows) and 1e39 (inf as a float) sampled noise before.
+  auto invertible = [](float v) { return v > 0 && std::isfinite(v) && std::isfinite(1.0f / v); };
+  auto out_of_range = [](const char* opt, float v, const std::string& need) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", double(v));
+    return Error(std::string("--") + opt + " " + got + " is out of range: " + need);
+  };
+  if (!(so.temperature == 0 || invertible(so.temperature)))
+    throw out_of_range("temp", so.temperature, "0 (greedy) or a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
+  if (!(so.top_p > 0 && so.top_p <= 1)) throw out_of_range("top-p", so.top_p, "0 < top-p <= 1");
+  if (!(so.min_p >= 0 && so.min_p <= 1)) throw out_of_range("min-p", so.min_p, "0 <= min-p <= 1");
+  if (!invertible(so.repeat_penalty))
+    throw out_of_range("repeat-penalty", so.repeat_penalty, "a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
+  if (so.repeat_window > kSampleMaxWindow)
+    throw Error("--repeat-window " + std::to_string(so.repeat_window) + " is out of range: at most " + std::to_string(kSampleMaxWindow));
   if (opts.steps_per_submit < 1 || opts.steps_per_submit > 64)
     throw Error("--steps-per-submit must be in 1..64, got " + std::to_string(opts.steps_per_submit));
   if (opts.stop_tokens.size() > kOutMaxStop)
@@ -242,8 +256,10 @@ void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) con
   // Cache slots a step may write past the committed tokens: the verified tree, the draft levels.
   const uint64_t slack = verify_nodes() + uint64_t(draft_depth()) * (draft_depth() ? opts_.topk : 0) + 2;
   if (uint64_t(P) + n_new + slack > model_.capacity())
-    throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) +
-                " new tokens does not fit the context of " + std::to_string(model_.capacity()) +
+    throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) + " new tokens + " +
+                std::to_string(slack) + " cache slots a step writes past them (" +
+                (draft_depth() ? "its verified tree and draft levels, " : "") +
+                "the last step's) does not fit the context of " + std::to_string(model_.capacity()) +
                 " tokens (raise --ctx or lower -n)");
   for (auto& d : parts_->drafter_store)
     if (uint64_t(P) + n_new + slack > d->capacity())

@@ -1,5 +1,6 @@
 // libFuzzer: a command line through the tool's option parser (src/cli/args.cpp), read the way
-// `vkspec generate` reads its options, then checked for what was left unread. The input is the
+// `vkspec generate` reads its options (a list option through option_list), then checked for what
+// was left unread. The input is the
 // argument words separated by NUL bytes.
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint64_t budget = a.get_uint("budget", 8, 64, 1);
     const double temp = a.get_double("temp", 0.0);
     if (n > UINT32_MAX || budget < 1 || budget > 64 || temp != temp) __builtin_trap();
+    // A list option (--topk 1,2,4): what is accepted has no empty item and no item twice, and
+    // joined with commas gives back the value exactly.
+    const std::string topk = a.get("topk", "");
+    if (!topk.empty()) {
+      const std::vector<std::string> items = vkspec::cli::option_list("topk", topk);
+      std::string joined;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].empty()) __builtin_trap();
+        for (size_t j = 0; j < i; ++j)
+          if (items[j] == items[i]) __builtin_trap();
+        joined += (i ? "," : "") + items[i];
+      }
+      if (joined != topk) __builtin_trap();
+    }
     (void)tokens, (void)prompt, (void)model;
     a.reject_unknown();
     // Accepted: nothing the user typed was left unread.

@@ -315,7 +315,9 @@ def main():
             ["-m", "models/verifier.gguf", "-p", "The kernel", "-n", "64", "--json"],
             ["--model=m.gguf", "--tokens", "1 2 3", "--budget", "8", "--temp", "0.7", "--time-kernels"],
             ["-m", "m", "-p", "two", "words", "-n", "-5", "--temp", "-.5", "-p", "again"],
-            ["--prompt", "x", "-p", "y", "--", "-", "--=v", "--n=4294967296", "--budget", "0"])):
+            ["--prompt", "x", "-p", "y", "--", "-", "--=v", "--n=4294967296", "--budget", "0"],
+            ["-m", "m", "--topk", "1,2,4", "--tokens", "1"],
+            ["-m", "m", "--topk", "1,,2,2,", "--topk=,"])):
         put(out, "fuzz_args", "argv-%d.bin" % i, b"\0".join(w.encode() for w in argv))
 
 
