@@ -268,5 +268,9 @@ expect_error "bench --from-json with --json is refused, not left unwritten" "--j
 printf 'Hi\0there\0' > "$probe/nul.txt"
 out=$("$vkspec" generate -m "$m" -f "$probe/nul.txt" -n 2 2>/dev/null | od -An -c | tr -d ' \n')
 check "a prompt holding NUL bytes is echoed whole, not cut at the first" "printf '%s' \"\$out\" | grep -q 'Hi\\\\0there\\\\0'"
+expect_error "a directory as -m is named, not mapped" "is a directory, not a GGUF file" generate -m "$root/models" --tokens 1 -n 2
+expect_error "a hex --temp is refused as the integer options refuse hex" "option --temp expects a finite number, got '0x10'" generate -m "$m" --tokens 1 -n 2 --temp 0x10
+expect_error "single2 with one head says it needs the second" "strategy single2 drafts with the second of two heads" generate -m "$m" --heads "$root/models/head1" --strategy single2 --tokens 1 -n 2
+expect_error "bench --max-prompts 0 is refused by name" "option --max-prompts expects an integer in 1.." bench -m "$m" --max-prompts 0 -n 2
 rm -rf "$probe"
 exit $fail

@@ -144,6 +144,9 @@ double Args::get_double(const std::string& name, double fallback) {
   if (!has(name)) return fallback;
   std::string v = get(name);
   try {
+    // Decimal only: stod also reads leading spaces, hex (0x10 as 16) and 'infinity', which the
+    // integer options refuse.
+    if (v.find_first_not_of("0123456789+-.eE") != std::string::npos) throw 0;
     size_t pos = 0;
     double x = std::stod(v, &pos);
     if (pos != v.size() || !std::isfinite(x)) throw 0;

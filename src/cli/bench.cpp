@@ -33,7 +33,7 @@ static int run_bench(const std::vector<std::string>& argv) {
   const std::string tokens_path = args.get("tokens-file", "");
   const uint32_t n = uint32_t(args.get_uint("n", 64));
   if (n == 0) throw Error("bench needs -n of at least 1 new token per prompt");
-  const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX));
+  const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX, 1));
   const uint32_t rounds = uint32_t(args.get_uint("rounds", 3, 1000, 1));
   std::vector<uint32_t> budgets;
   const std::string budget_list = args.get("budget", "8");

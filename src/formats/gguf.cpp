@@ -288,6 +288,10 @@ GgufFile GgufFile::open(const std::string& path) {
     ::close(fd);
     f.fail(std::string("cannot stat GGUF file: ") + std::strerror(e));
   }
+  if (!S_ISREG(st.st_mode)) {  // a directory mapped as "No such device"; a pipe or device has no size to map
+    ::close(fd);
+    f.fail(S_ISDIR(st.st_mode) ? "is a directory, not a GGUF file" : "is not a regular file (a GGUF model is read from a file)");
+  }
   f.size_ = uint64_t(st.st_size);
   if (f.size_ > 0) {
     void* p = ::mmap(nullptr, size_t(f.size_), PROT_READ, MAP_PRIVATE, fd, 0);

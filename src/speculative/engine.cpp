@@ -93,6 +93,9 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   std::vector<EagleHead*> heads;
   if (s == Strategy::Single1 || (combiner && combiner->drafters() == 2)) heads.push_back(h1);
   if (s == Strategy::Single2 || (combiner && combiner->drafters() == 2)) heads.push_back(h2);
+  if (s == Strategy::Single2 && !h2 && h1)  // one head given: single2 drafts with the second
+    throw Error("strategy single2 drafts with the second of two heads (--heads H1,H2), and one head was given; "
+                "single1 drafts with it");
   for (EagleHead* h : heads)
     if (!h)
       throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
