@@ -272,5 +272,7 @@ expect_error "a directory as -m is named, not mapped" "is a directory, not a GGU
 expect_error "a hex --temp is refused as the integer options refuse hex" "option --temp expects a finite number, got '0x10'" generate -m "$m" --tokens 1 -n 2 --temp 0x10
 expect_error "single2 with one head says it needs the second" "strategy single2 drafts with the second of two heads" generate -m "$m" --heads "$root/models/head1" --strategy single2 --tokens 1 -n 2
 expect_error "bench --max-prompts 0 is refused by name" "option --max-prompts expects an integer in 1.." bench -m "$m" --max-prompts 0 -n 2
+err=$("$vkspec" bench-kernels --cost-model /nonexistent.gguf --types f16 --shapes 64x64 --batches 1 2>&1 >/dev/null); rc=$?
+check "bench-kernels: a missing --cost-model is refused before any matmul runs" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'unknown model shape' && ! printf '%s' \"\$err\" | grep -q '^matmul'"
 rm -rf "$probe"
 exit $fail

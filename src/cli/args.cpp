@@ -62,7 +62,8 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
       used_[i] = true;
-      if (opts_[i].second.empty()) throw Error("option " + option_name(name) + " needs a value");
+      if (opts_[i].second.empty())  // a value that starts with '-' reads as the next option
+        throw Error("option " + option_name(name) + " needs a value (one that starts with '-': " + option_name(name) + "=VALUE)");
       return opts_[i].second;
     }
   return fallback;

@@ -2,9 +2,10 @@
 // batch size (B = 1, 2, 4, 8, 16, 32, 64 by default), from timestamp queries, and the verify cost
 // ratio c(N) = time(forward N rows) / time(forward 1 row) of a model (the built-in random
 // 512-wide 8-layer f16 model unless --cost-model names a GGUF or a built-in shape), its forwards'
-// rows after 128 committed positions (--cost-kv another count). Weights rotate
-// over copies totalling >= 1 GiB (or the --rotate-mib given) so the numbers are DRAM-bound, not
-// cache-flattered.
+// rows after 128 committed positions (--cost-kv another count). Weights rotate over copies
+// totalling >= 1 GiB (or the --rotate-mib given), at most 256 copies, so that the numbers are
+// DRAM-bound, not cache-flattered; a small matrix's 256 copies can total less (each row prints
+// its copies, `weight_copies` in JSON).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -45,6 +46,9 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   co.device = args.get("device", "");
   args.reject_unknown();
   if (cost_kernels && !cost) throw Error("--time-kernels times the forwards of the cost measurement: drop --no-cost");
+  // The cost model named before any matmul runs: a mistyped path failed only after them.
+  std::error_code ec;
+  if (cost && !std::filesystem::exists(cost_model, ec)) find_model_shape(cost_model);
   std::vector<std::pair<uint32_t, uint32_t>> shapes;
   for (const std::string& shp : option_list("shapes", shapes_opt)) {
     // Digits only on each side of the x: sscanf's %u read 4294967297 as 1 and took signs and spaces.
@@ -106,7 +110,6 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
 
   if (cost) {
     // A file path, or else a built-in shape generated in memory.
-    std::error_code ec;
     const bool is_file = std::filesystem::exists(cost_model, ec);
     GgufFile f = is_file ? GgufFile::open(cost_model) : random_model(find_model_shape(cost_model));
     ModelOptions mo;
