@@ -38,12 +38,10 @@ static int run_bench(const std::vector<std::string>& argv) {
   std::vector<uint32_t> budgets;
   const std::string budget_list = args.get("budget", "8");
   for (auto& b : option_list("budget", budget_list)) budgets.push_back(uint32_t(parse_uint("budget", b)));
-  if (budgets.empty()) throw Error("--budget expects one or more budgets separated by commas, got '" + budget_list + "'");
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
   for (auto& x : option_list(args.has("strategy") ? "strategy" : "strategies", args.get_one({"strategies", "strategy"}, all)))
     strategies.push_back(parse_strategy(x));
-  if (strategies.empty()) throw Error("--strategies expects one or more strategies separated by commas");
   Session s;
   s.engine.time_kernels = timing;
   s.load(args, budgets);

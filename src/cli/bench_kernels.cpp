@@ -23,7 +23,6 @@ static std::vector<uint32_t> parse_list(const std::string& opt, const std::strin
   for (const std::string& s : option_list(opt, v)) {
     out.push_back(uint32_t(parse_uint(opt, s, 4096, 1)));
   }
-  if (out.empty()) throw Error("--" + opt + " expects numbers separated by commas, got '" + v + "'");
   return out;
 }
 
@@ -55,9 +54,11 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     const size_t x = shp.find('x');
     const std::string n = x == std::string::npos ? shp : shp.substr(0, x), k = x == std::string::npos ? "" : shp.substr(x + 1);
     auto side = [&](const std::string& d) -> uint32_t {
-      if (d.empty() || d.size() > 5 || d.find_first_not_of("0123456789") != std::string::npos || std::stoul(d) < 1 || std::stoul(d) > 65536)
+      try {
+        return uint32_t(parse_uint("shapes", d, 65536, 1));
+      } catch (const Error&) {
         throw Error("bad --shapes entry '" + shp + "' (want NxK, each 1..65536)");
-      return uint32_t(std::stoul(d));
+      }
     };
     shapes.push_back({side(n), side(k)});
   }

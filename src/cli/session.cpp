@@ -111,7 +111,6 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     topks = kAutoTopks;
   } else if (topk_given) {
     for (const std::string& w : option_list("topk", topk_opt)) topks.push_back(uint32_t(parse_uint("topk", w)));
-    if (topks.empty()) throw Error("--topk expects a number, numbers separated by commas or auto, got '" + topk_opt + "'");
   } else {
     topks = {kDefaultTopk};
   }
