@@ -210,7 +210,7 @@ expect_error "logits: an id outside the vocabulary is refused" "outside the mode
 expect_error "logits: an unwritable --out names the path" "cannot write /nonexistent-dir/l.f32" logits -m "$m" --tokens "1 2" --out /nonexistent-dir/l.f32
 expect_error "logits: more tokens than --ctx is a clear error" "do not fit the context of 4 tokens" logits -m "$m" --tokens "1 2 3 4 5" --ctx 4 --out /dev/null
 expect_error "perplexity needs a full window" "needs at least one full window: 3 tokens < window 16" perplexity -m "$m" --tokens "1 2 3" --ctx 16
-expect_error "an empty -p is refused naming the option as typed" "option -p needs a value" generate -m "$m" -p "" -n 2
+expect_error "an empty -p is refused naming the option as typed" "option -p was given an empty value" generate -m "$m" -p "" -n 2
 expect_error "unknown short and long options are named as typed" "unknown option(s): -z, --foo" generate -m "$m" --tokens 1 -n 2 -z 3 --foo
 expect_error "a repeated option is refused as repeated, not read once and called unknown" "option(s) given more than once: --heads, -n (give each once)" generate -m "$m" --heads "$H" --tokens 1 -n 2 --heads "$H" -n 3 -n 4
 expect_error "a prompt that lost its quotes is refused, not cut to its first word" "unexpected argument(s): 'world'" generate -m "$m" -p hello world -n 2
@@ -274,5 +274,13 @@ expect_error "single2 with one head says it needs the second" "strategy single2 
 expect_error "bench --max-prompts 0 is refused by name" "option --max-prompts expects an integer in 1.." bench -m "$m" --max-prompts 0 -n 2
 err=$("$vkspec" bench-kernels --cost-model /nonexistent.gguf --types f16 --shapes 64x64 --batches 1 2>&1 >/dev/null); rc=$?
 check "bench-kernels: a missing --cost-model is refused before any matmul runs" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'unknown model shape' && ! printf '%s' \"\$err\" | grep -q '^matmul'"
+expect_error "an option typed with an empty value says so, not that it needs one" "option --budget was given an empty value" generate -m "$m" --heads "$H" --strategy merge --budget '' --tokens 1 -n 2
+expect_error "a flag given =VALUE is refused, not dropped" "option --json takes no value, got '--json=yes'" generate -m "$m" --tokens 1 -n 2 --json=yes
+expect_error "bench-tokenizer --mib 0 is refused by name, not answered with the usage text" "option --mib expects an integer in 1..1024, got '0'" bench-tokenizer -m "$m" --mib 0
+expect_error "a head's config.json given as the head is named, not read as weights" "is a JSON file; give the head's folder" generate -m "$m" --heads "$root/models/head1/config.json" --strategy single1 --tokens 1 -n 2
+expect_error "bench --suite with an unwritable --json fails before the run, not after it" "cannot write --json /nonexistent-dir/s.json" bench --suite quick --reps 1 -m "$m" --json /nonexistent-dir/s.json
+expect_error "bench --suite with a directory as --md fails before the run" "--md $probe is a directory" bench --suite quick --reps 1 -m "$m" --md "$probe"
+check "the writability probe leaves no file behind" "[ ! -e \"$probe/s.json\" ] && $vkspec bench --suite quick --shapes no-such-shape --json \"$probe/s.json\" >/dev/null 2>&1; [ ! -e \"$probe/s.json\" ]"
+expect_error "bench --suite --json '' is refused, not read as stdout" "option --json was given an empty value" bench --suite quick --reps 1 -m "$m" --json ''
 rm -rf "$probe"
 exit $fail

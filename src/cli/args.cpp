@@ -1,9 +1,14 @@
 // The command-line tool's options (cli/commands.hpp: Args) and the file reader its commands share.
 // Apart from main.cpp so that tests/fuzz/fuzz_args.cpp can drive it without a device.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "vkspec/error.hpp"
@@ -24,14 +29,18 @@ Args::Args(const std::vector<std::string>& argv) {
     }
     std::string key = a.substr(a[1] == '-' ? 2 : 1);
     std::string val;
+    Valued valued = kNone;
     if (const auto eq = key.find('='); eq != std::string::npos) {
       val = key.substr(eq + 1);
       key = key.substr(0, eq);
+      valued = kEquals;
     } else if (i + 1 < argv.size() && !is_option(argv[i + 1])) {
       val = argv[++i];
+      valued = kNextWord;
     }
     opts_.emplace_back(key, val);
     used_.push_back(false);
+    valued_.push_back(valued);
   }
 }
 
@@ -48,10 +57,13 @@ bool Args::flag(const std::string& name) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
       used_[i] = true;
-      if (!opts_[i].second.empty()) {
-        // A flag swallowed the next word; give it back as a positional argument.
+      if (valued_[i] == kEquals) throw Error("option " + option_name(name) + " takes no value, got '" + option_name(name) + "=" + opts_[i].second + "'");
+      if (valued_[i] == kNextWord) {
+        // A flag swallowed the next word; give it back as a positional argument, which
+        // reject_unknown refuses.
         positional.push_back(opts_[i].second);
         opts_[i].second.clear();
+        valued_[i] = kNone;
       }
       return true;
     }
@@ -62,9 +74,22 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
       used_[i] = true;
-      if (opts_[i].second.empty())  // a value that starts with '-' reads as the next option
+      if (valued_[i] == kNone)  // a value that starts with '-' reads as the next option
         throw Error("option " + option_name(name) + " needs a value (one that starts with '-': " + option_name(name) + "=VALUE)");
+      if (opts_[i].second.empty()) throw Error("option " + option_name(name) + " was given an empty value");
       return opts_[i].second;
+    }
+  return fallback;
+}
+
+std::string Args::get_optional(const std::string& name, const std::string& bare, const std::string& fallback) {
+  for (size_t i = 0; i < opts_.size(); ++i)
+    if (opts_[i].first == name) {
+      if (valued_[i] == kNone) {
+        used_[i] = true;
+        return bare;
+      }
+      return get(name);
     }
   return fallback;
 }
@@ -120,6 +145,24 @@ void refuse_overwrite(const std::string& out_option, const std::string& out,
     if (!out.empty() && !in.empty() && std::filesystem::equivalent(out, in, ec))
       throw Error(out_option + " " + out + " is the file given as " + option + ": writing it would destroy it (give another output path)");
   }
+}
+
+void check_writable(const std::string& out_option, const std::string& out) {
+  if (out.empty() || out == "-") return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  if (fs::is_directory(st)) throw Error(out_option + " " + out + " is a directory; give a file path");
+  if (fs::exists(st)) {
+    if (fs::is_regular_file(st) && ::access(out.c_str(), W_OK) != 0)
+      throw Error("cannot write " + out_option + " " + out + ": " + std::strerror(errno));
+    return;
+  }
+  // Not there yet: create it to learn whether it can be, then leave no trace.
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot write " + out_option + " " + out + ": " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(out.c_str());
 }
 
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {

@@ -97,17 +97,7 @@ struct Progress {
 };
 
 // An optional path after a flag: "--json F" writes F, a bare "--json" (or "--json -") stdout.
-std::string output_path(Args& args, const std::string& name) {
-  if (!args.has(name)) return "";
-  const size_t before = args.positional.size();
-  args.flag(name);
-  if (args.positional.size() > before) {
-    std::string p = args.positional.back();
-    args.positional.pop_back();
-    return p;
-  }
-  return "-";
-}
+std::string output_path(Args& args, const std::string& name) { return args.get_optional(name, "-", ""); }
 
 void write_out(const std::string& path, const std::string& text) {
   if (path == "-") {
@@ -387,6 +377,7 @@ int run_suite(Args& args) {
     // It writes markdown only: a --json path would be left unwritten without a word.
     if (!json_path.empty()) throw Error("--from-json renders a saved run as markdown (--md [FILE]); --json does not apply to it");
     refuse_overwrite("--md", md_path, {{"--from-json", from}});
+    check_writable("--md", md_path);
     args.reject_unknown();
     std::ifstream f(from);
     if (!f) throw Error("cannot read " + from);
@@ -409,6 +400,8 @@ int run_suite(Args& args) {
   const std::string model_path = args.get_one({"m", "model"});
   refuse_overwrite("--json", json_path, {{"-m", model_path}});
   refuse_overwrite("--md", md_path, {{"-m", model_path}});
+  check_writable("--json", json_path);
+  check_writable("--md", md_path);
   if (args.has("shapes")) c.shapes = option_list("shapes", args.get("shapes"));
   if (args.has("reps")) c.reps = int(args.get_uint("reps", 3, 1000, 1));
   const std::string demo = find_demo_dir(args.get("demo", ""));

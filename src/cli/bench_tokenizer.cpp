@@ -43,10 +43,10 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
   const bool json = args.flag("json");
   const std::string model = args.get_one({"m", "model"});
   const std::string file = args.get_one({"f", "file"});
-  const uint64_t mib = args.get_uint("mib", 1, 1024);
-  const int reps = int(args.get_uint("reps", 3, 1000));
+  const uint64_t mib = args.get_uint("mib", 1, 1024, 1);
+  const int reps = int(args.get_uint("reps", 3, 1000, 1));
   args.reject_unknown();
-  if (model.empty() || mib == 0 || reps == 0) {
+  if (model.empty()) {
     std::fprintf(stderr, "usage: vkspec bench-tokenizer -m MODEL.gguf [-f FILE] [--mib N] [--reps R] [--json]\n");
     return 2;
   }

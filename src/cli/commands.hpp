@@ -38,6 +38,9 @@ struct Args {
   // than one of them is refused by name, since only one could be read.
   std::string get_one(std::initializer_list<const char*> names, const std::string& fallback = "");
   bool has(const std::string& name) const;
+  // An option whose value may be left out (--json [FILE]): its value, `bare` when given without
+  // one, `fallback` when not given; a value typed empty (--json '') is refused.
+  std::string get_optional(const std::string& name, const std::string& bare, const std::string& fallback);
   // An integer in `min`..`max`; anything else (a sign, a fraction, a value outside the range) is
   // refused by name, with the range, rather than wrapped into a huge unsigned count.
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX, uint64_t min = 0);
@@ -50,6 +53,9 @@ struct Args {
  private:
   std::vector<std::pair<std::string, std::string>> opts_;  // value "" for flags
   std::vector<bool> used_;
+  // How a value was typed, even an empty one: kNone, kNextWord (--budget '') or kEquals (--stop=).
+  enum Valued : char { kNone, kNextWord, kEquals };
+  std::vector<Valued> valued_;
 };
 
 // The items of a comma-separated option value (--budget 2,4,8). An empty item ('1,,2', ',') is
@@ -61,6 +67,11 @@ std::vector<std::string> option_list(const std::string& what, const std::string&
 // `inputs` (option, path): the input would be overwritten before or while it is read.
 void refuse_overwrite(const std::string& out_option, const std::string& out,
                       std::initializer_list<std::pair<const char*, std::string>> inputs);
+
+// Refuses an output path the command could not write, before the work whose result it would hold
+// (a benchmark suite runs for minutes): a missing folder, a directory, a read-only or virtual file
+// system. "-" (stdout), a device and a FIFO pass; an existing file is not truncated here.
+void check_writable(const std::string& out_option, const std::string& out);
 
 // The whole of a file the user named; `what` says what it is for the error ("prompt file"). A
 // directory, a read that fails or more than kMaxReadFileBytes is refused naming the path.

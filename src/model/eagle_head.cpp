@@ -332,7 +332,13 @@ HeadPaths head_paths(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path p(path);
-  if (!fs::is_directory(p, ec)) return {p.string(), (p.parent_path() / "config.json").string()};
+  if (!fs::is_directory(p, ec)) {
+    // A file is the head's weights, its config.json beside it. The config itself named here would
+    // be read as weights and fail on a header length; say what to give instead.
+    if (p.extension() == ".json")
+      throw Error("draft head " + path + " is a JSON file; give the head's folder (holding config.json and model.safetensors) or its weights file");
+    return {p.string(), (p.parent_path() / "config.json").string()};
+  }
   // Both present: model.safetensors, which needs no pickle interpreter.
   fs::path weights = p / "model.safetensors";
   if (!fs::exists(weights, ec) && fs::exists(p / "pytorch_model.bin", ec)) weights = p / "pytorch_model.bin";
