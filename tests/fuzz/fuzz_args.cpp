@@ -44,6 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (joined != topk) __builtin_trap();
     }
+    // An option whose value may be left out (bench --suite --md [FILE]): given, it is never empty.
+    const bool md_given = a.has("md");
+    if (a.get_optional("md", "-", "").empty() == md_given) __builtin_trap();
     (void)tokens, (void)prompt, (void)model;
     a.reject_unknown();
     // Accepted: nothing the user typed was left unread.

@@ -317,7 +317,9 @@ def main():
             ["-m", "m", "-p", "two", "words", "-n", "-5", "--temp", "-.5", "-p", "again"],
             ["--prompt", "x", "-p", "y", "--", "-", "--=v", "--n=4294967296", "--budget", "0"],
             ["-m", "m", "--topk", "1,2,4", "--tokens", "1"],
-            ["-m", "m", "--topk", "1,,2,2,", "--topk=,"])):
+            ["-m", "m", "--topk", "1,,2,2,", "--topk=,"],
+            ["-m", "m", "--budget", "", "--json=", "--md", "--tokens", "1"],
+            ["-m", "m", "--md=out.md", "--json", "--tokens="])):
         put(out, "fuzz_args", "argv-%d.bin" % i, b"\0".join(w.encode() for w in argv))
 
 
