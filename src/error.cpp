@@ -4,6 +4,23 @@
 
 namespace vkspec {
 
+std::string printable_message(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    if ((b < 0x20 && ch != '\n' && ch != '\t') || b == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[b >> 4];
+      out += hex[b & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 const char* vk_result_name(VkResult r) {
   switch (r) {
 #define CASE(x) \

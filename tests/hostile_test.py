@@ -18,6 +18,7 @@ What each run must do:
     fine, its output is that of a different but valid model.
 """
 import json
+import math
 import os
 import random
 import shutil
@@ -400,6 +401,52 @@ def head_mutants(tmp, rng, ar_tokens):
 
 
 # ---- prompts and ids -----------------------------------------------------------------------------
+def numeric_mutants(tmp):
+    """Files whose weights are finite but whose arithmetic would not be: the run must give finite
+    logits (computed as the file says) or refuse naming the file, never NaN logits with exit 0."""
+    data = open(MODEL, "rb").read()
+    g = Gguf(data)
+    path = os.path.join(tmp, "bf16.gguf")
+    # blk.0.attn_q.weight as bf16 (same two bytes an element), one element 1e5: past f16's 65504,
+    # which a bf16 -> f16 conversion at load turned into inf and every logit into NaN.
+    at, tt = g.tensor_data("blk.0.attn_q.weight")
+    assert tt == 1, "the demo's attn_q is f16"
+    n = 192 * 192
+    b = bytearray(data)
+    halves = struct.unpack_from(f"<{n}e", data, at)
+    bf16 = [struct.unpack("<I", struct.pack("<f", x))[0] >> 16 for x in halves]
+    bf16[7] = struct.unpack("<I", struct.pack("<f", 1e5))[0] >> 16
+    struct.pack_into(f"<{n}H", b, at, *bf16)
+    ttype_at = g.ttypes[list(g.tensors).index("blk.0.attn_q.weight")]
+    struct.pack_into("<I", b, ttype_at, 30)  # GGML_TYPE_BF16
+    with open(path, "wb") as f:
+        f.write(b)
+    out = os.path.join(tmp, "bf16.f32")
+    rc, _, err = run(["logits", "-m", path, "--tokens", "1 72 101 108", "--out", out])
+    if rc != 0:
+        fail("a bf16 weight of 1e5 (past f16's range) runs", rc, err)
+        return
+    raw = open(out, "rb").read()
+    vals = struct.unpack(f"<{len(raw) // 4}f", raw)
+    if not vals or not all(math.isfinite(v) for v in vals):
+        fail(f"a bf16 weight of 1e5 gives finite logits ({sum(not math.isfinite(v) for v in vals)} of {len(vals)} are not)", rc, err)
+
+
+    # output_norm.weight all 3e38: finite, but the normed row overflows; logits and perplexity
+    # refuse the row rather than write or score NaN.
+    at, tt = g.tensor_data("output_norm.weight")
+    assert tt == 0, "the demo's output_norm is f32"
+    b = bytearray(data)
+    struct.pack_into("<192f", b, at, *([3e38] * 192))
+    path = os.path.join(tmp, "norm.gguf")
+    with open(path, "wb") as f:
+        f.write(b)
+    check_refused("an output norm of 3e38: logits refused, not written as NaN",
+                  ["logits", "-m", path, "--tokens", "1 72 101 108", "--out", out], path="", must_name=["are not finite"])
+    check_refused("an output norm of 3e38: perplexity refused, not NaN",
+                  ["perplexity", "-m", path, "--tokens", " ".join(["72"] * 16), "--ctx", "8"], path="", must_name=["are not finite"])
+
+
 def prompt_mutants():
     for text in (b"\xff\xfe\xfd", b"abc\xe2\x82", b"\xc0\xaf\xed\xa0\x80", b"\x00in the middle", b"\x80" * 200):
         p = subprocess.run([VK, "generate", "-m", MODEL, "-p", text.replace(b"\x00", b" "), "-n", "4", "--json"],
@@ -430,6 +477,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         gguf_mutants(tmp, rng)
         head_mutants(tmp, rng, ar_tokens)
+        numeric_mutants(tmp)
         prompt_mutants()
     for f in failures:
         print("FAIL:", f)

@@ -284,3 +284,26 @@ TEST_CASE_FIXTURE(VkTest, "architectures: a rope_freqs factor that is not positi
     CHECK(msg.find("element 2") != std::string::npos);
   }
 }
+
+TEST_CASE_FIXTURE(VkTest, "architectures: a rope_freqs factor so small the angle overflows is refused, not computed into NaN") {
+  // 1e-37 is positive, but position 35 · 1 / 1e-37 passes the float range: every logit NaN.
+  for (const float tiny : {1e-37f, 1e-40f}) {
+    CAPTURE(tiny);
+    LlamaConfig c = small("llama");
+    GgufWriter w = random_llama(c, 8, GgmlType::F32);
+    w.add_tensor_f32("rope_freqs.weight", {4}, std::vector<float>{1.0f, tiny, 1.0f, 1.0f});
+    TempFile f("freqs_tiny.gguf");
+    w.write(f.path);
+    const GgufFile g = GgufFile::open(f.path);
+    try {
+      LlamaModel m(ctx, g);
+      FAIL("a factor that overflows the angle was accepted");
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      INFO(msg);
+      CHECK(msg.find("rope_freqs.weight") != std::string::npos);
+      CHECK(msg.find("RoPE pair 1") != std::string::npos);
+      CHECK(msg.find("overflow") != std::string::npos);
+    }
+  }
+}

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -466,4 +467,73 @@ TEST_CASE("hostile tokenizer: an id past the vocabulary is a vkspec::Error from 
     expect_contains(error_of([&] { (void)tok.token_type(id); }), {f.path, "token id " + std::to_string(id)});
     expect_contains(error_of([&] { (void)tok.decode(std::vector<uint32_t>{5, id}); }), {f.path, "token id"});
   }
+}
+
+// ---- found by probing crafted files (session 19) -------------------------------------------------
+
+TEST_CASE("hostile head config: a deeply nested value is named by its kind, not quoted (quoting recursed off the stack)") {
+  // 100,000 levels: nlohmann's dump() recursed once per level quoting it in the error and
+  // overflowed the stack; the parse itself is iterative.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  HeadFiles h;
+  h.edit_raw("hidden_act", deep);
+  expect_contains(error_of([&] { (void)read_head_config(h.config_path()); }), {h.config_path(), "'hidden_act'", "an array of 1 item(s)"});
+  HeadFiles b;
+  b.edit_raw("attention_bias", deep);
+  expect_contains(error_of([&] { (void)read_head_config(b.config_path()); }), {b.config_path(), "an array of 1 item(s)", "is not true or false"});
+}
+
+TEST_CASE("hostile safetensors: a deeply nested shape or offset is named by its kind, not quoted") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_contains(safetensors_error("{\"t\":{\"dtype\":\"F32\",\"shape\":[" + deep + "],\"data_offsets\":[0,4]}}", 4),
+                  {"'t'", "shape", "an array of 1 item(s)"});
+  expect_contains(safetensors_error("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0," + deep + "]}}", 4),
+                  {"'t'", "data_offsets", "an array of 1 item(s)"});
+}
+
+TEST_CASE("hostile files: a FIFO named as a model, a head or its config is refused at once, not waited on") {
+  TempDir d("fifo");
+  const std::string fifo = d.path + "/pipe";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO for reading blocks until a writer comes: each of these would hang.
+  expect_contains(error_of([&] { (void)GgufFile::open(fifo); }), {fifo, "is not a regular file"});
+  expect_contains(error_of([&] { (void)SafetensorsFile::open(fifo); }), {fifo, "is not a regular file"});
+  expect_contains(error_of([&] { (void)read_head_config(fifo); }), {fifo, "is not a regular file"});
+  expect_contains(error_of([&] { (void)llama2c_to_gguf(fifo, GgmlType::F16, nullptr); }), {fifo, "is not a regular file"});
+  expect_contains(error_of([&] { (void)GgufFile::open(d.path); }), {d.path, "is a directory, not a GGUF file"});
+}
+
+TEST_CASE("hostile messages: control bytes quoted from a file are shown as \\xNN, a NUL does not end the message") {
+  const char raw[] = "metadata key 'general.architecture': 'lla\0ma\x1b[2J' is not implemented";
+  const Error e(std::string(raw, sizeof raw - 1));
+  const std::string msg = e.what();
+  CHECK(msg == "metadata key 'general.architecture': 'lla\\x00ma\\x1b[2J' is not implemented");
+  CHECK(std::string(Error("two\nlines\tand a tab").what()) == "two\nlines\tand a tab");
+}
+
+TEST_CASE("hostile tokenizer: a byte the vocabulary has no token for (and no <unk>) is refused, not dropped") {
+  GgufWriter w;
+  add_placeholder_llama_vocab(w, 300);
+  std::vector<std::string> toks;
+  for (int i = 0; i < 300; ++i) {
+    char buf[32];
+    if (i < 3) std::snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+    else if (i < 259) std::snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
+    else std::snprintf(buf, sizeof buf, "<unused_%d>", i);
+    toks.push_back(buf);
+  }
+  toks[3 + 'h'] = "<unused_h>";  // no <0x68> token
+  w.add_array_string("tokenizer.ggml.tokens", toks);
+  std::vector<int32_t> types(300, 5);
+  types[0] = 2, types[1] = types[2] = 3;
+  for (int i = 3; i < 259; ++i) types[i] = i == 3 + 'h' ? 5 : 6;
+  w.add_array_i32("tokenizer.ggml.token_type", types);
+  w.remove("tokenizer.ggml.unknown_token_id");
+  TempFile f("nobyte.gguf");
+  w.write(f.path);
+  GgufFile g = GgufFile::open(f.path);
+  const Tokenizer t = Tokenizer::from_gguf(g);
+  REQUIRE(t.unk() < 0);  // the placeholder vocabulary names no unknown token
+  CHECK(!t.encode("ello", false, false).empty());  // every byte of it has a token
+  expect_contains(error_of([&] { (void)t.encode("hello", false, false); }), {f.path, "byte 0x68", "<0x68>", "cannot be encoded"});
 }

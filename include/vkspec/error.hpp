@@ -8,9 +8,14 @@
 
 namespace vkspec {
 
+// A message as it may be printed: control bytes other than newline and tab (a NUL, which would
+// end what() early, or a terminal escape sequence, quoted from a file's metadata) as \xNN.
+std::string printable_message(const std::string& s);
+
 // Everything vkspec throws. The message is meant for the user: it names the problem.
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(printable_message(what)) {}
+  explicit Error(const char* what) : Error(std::string(what)) {}
 };
 
 // A Vulkan call failed (the C API's VKSPEC_ERROR_VULKAN, or VKSPEC_ERROR_OUT_OF_MEMORY).

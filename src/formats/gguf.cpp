@@ -16,6 +16,7 @@
 #include "vkspec/dtype.hpp"
 #include "vkspec/quants.hpp"
 #include "byte_ranges.hpp"
+#include "regular_file.hpp"
 
 namespace vkspec {
 
@@ -280,19 +281,7 @@ void GgufFile::fail(const std::string& msg) const { throw Error(path_ + ": " + m
 GgufFile GgufFile::open(const std::string& path) {
   GgufFile f;
   f.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) f.fail(std::string("cannot open GGUF file: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    f.fail(std::string("cannot stat GGUF file: ") + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {  // a directory mapped as "No such device"; a pipe or device has no size to map
-    ::close(fd);
-    f.fail(S_ISDIR(st.st_mode) ? "is a directory, not a GGUF file" : "is not a regular file (a GGUF model is read from a file)");
-  }
-  f.size_ = uint64_t(st.st_size);
+  const int fd = open_regular_file(path, "GGUF file", &f.size_);
   if (f.size_ > 0) {
     void* p = ::mmap(nullptr, size_t(f.size_), PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -1,6 +1,8 @@
 // llama2.c checkpoint -> GGUF. See include/vkspec/llama2c.hpp for the input layout.
 #include "vkspec/llama2c.hpp"
 
+#include "regular_file.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -11,6 +13,7 @@
 namespace vkspec {
 
 GgufWriter llama2c_to_gguf(const std::string& path, GgmlType wtype, LlamaConfig* cfg_out) {
+  require_regular_file(path, "llama2.c checkpoint");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(path + ": cannot open llama2.c checkpoint");
   const uint64_t size = uint64_t(in.tellg());

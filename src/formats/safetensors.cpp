@@ -14,6 +14,8 @@
 #include "vkspec/dtype.hpp"
 #include "vkspec/error.hpp"
 #include "byte_ranges.hpp"
+#include "json_excerpt.hpp"
+#include "regular_file.hpp"
 
 namespace vkspec {
 
@@ -65,15 +67,7 @@ const SafeTensor& find_tensor(const std::map<std::string, SafeTensor>& tensors, 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) f.fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    f.fail(std::string("cannot stat: ") + std::strerror(e));
-  }
-  f.size_ = uint64_t(st.st_size);
+  const int fd = open_regular_file(path, "safetensors file", &f.size_);
   if (f.size_ < 8) {
     ::close(fd);
     f.fail("file of " + std::to_string(f.size_) + " bytes is too short for a safetensors header");
@@ -161,7 +155,7 @@ void SafetensorsFile::parse() {
     for (size_t i = 0; i < shape.size(); ++i) {
       uint64_t d;
       if (!non_negative_integer(shape[i], d))
-        fail(tn + ": key 'shape': element " + std::to_string(i) + " is " + shape[i].dump() +
+        fail(tn + ": key 'shape': element " + std::to_string(i) + " is " + json_excerpt(shape[i]) +
              ", expected a non-negative integer");
       t.shape.push_back(d);
     }
@@ -170,7 +164,7 @@ void SafetensorsFile::parse() {
     uint64_t off[2];
     for (int i = 0; i < 2; ++i)
       if (!non_negative_integer(offsets[i], off[i]))
-        fail(tn + ": key 'data_offsets': entry " + std::to_string(i) + " is " + offsets[i].dump() +
+        fail(tn + ": key 'data_offsets': entry " + std::to_string(i) + " is " + json_excerpt(offsets[i]) +
              ", expected a non-negative integer");
     if (off[0] > off[1] || off[1] > data_size)
       fail(tn + ": data_offsets [" + std::to_string(off[0]) + ", " + std::to_string(off[1]) + "] outside the " +

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 
+#include "regular_file.hpp"
 #include "torch_pickle.hpp"
 #include "vkspec/error.hpp"
 
@@ -208,9 +209,8 @@ void load(const ZipArchive& zip, uint64_t archive_bytes, const std::string& path
 TorchFile TorchFile::open(const std::string& path) {
   TorchFile f;
   f.path_ = path;
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw Error(path + ": cannot open: " + ec.message());
+  uint64_t size = 0;
+  ::close(open_regular_file(path, "PyTorch checkpoint", &size));
   zip_error_t err;
   zip_error_init(&err);
   zip_source_t* src = zip_source_file_create(path.c_str(), 0, -1, &err);

@@ -18,6 +18,8 @@
 #include "vkspec/torch_file.hpp"
 
 #include "decoder_layer.hpp"
+#include "formats/json_excerpt.hpp"
+#include "formats/regular_file.hpp"
 
 namespace vkspec {
 
@@ -85,7 +87,7 @@ struct ConfigReader {
     }
     if (v.is_number_integer()) return check_positive_int(v.get<int64_t>(), kMaxHeadDim, where(key));
     if (v.is_number_float())
-      throw Error(where(key) + ": expected an integer, found " + (std::isfinite(v.get<double>()) ? v.dump() : "a number out of range"));
+      throw Error(where(key) + ": expected an integer, found " + (std::isfinite(v.get<double>()) ? json_excerpt(v) : "a number out of range"));
     throw Error(where(key) + ": expected an integer, found " + v.type_name());
   }
   int integer(const char* key) const {
@@ -102,7 +104,7 @@ struct ConfigReader {
   // A number, or the fallback when absent, that must satisfy ok (what it must be: `expected`).
   double number(const char* key, double fallback, bool (*ok)(double), const char* expected) const {
     const double v = number(key, fallback);
-    if (!ok(v)) throw Error(where(key) + ": expected " + expected + ", found " + (find(key) ? find(key)->dump() : "nothing"));
+    if (!ok(v)) throw Error(where(key) + ": expected " + expected + ", found " + (find(key) ? json_excerpt(*find(key)) : "nothing"));
     return v;
   }
 };
@@ -211,7 +213,7 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
   // Published configs may state the head width; one that disagrees is another layout.
   if (const nlohmann::json* hd = r.find("head_dim"); hd && r.integer("head_dim", *hd) != c.D)
     throw Error(r.where("head_dim") + ": expected hidden_size / num_attention_heads = " + std::to_string(c.D) +
-                ", found " + hd->dump());
+                ", found " + json_excerpt(*hd));
   if (const nlohmann::json* rs = r.find("rope_scaling"); rs && !rs->is_null()) read_head_rope_scaling(*rs, path, c);
   // One gated-MLP decoder layer is what a head computes; its gate's activation as Hugging Face's
   // ACT2FN names it (gelu_new is the same tanh formula as gelu_pytorch_tanh). Another is refused.
@@ -225,14 +227,14 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
     for (const auto& [name, act] : kActs)
       if (a->is_string() && a->get<std::string>() == name) c.hidden_act = act, known = true;
     if (!known)
-      throw Error(r.where("hidden_act") + ": " + a->dump() +
+      throw Error(r.where("hidden_act") + ": " + json_excerpt(*a) +
                   " is not implemented (draft heads compute silu, swish, gelu, gelu_pytorch_tanh, gelu_new)");
   }
   if (const nlohmann::json* n = r.find("num_hidden_layers"); n && r.integer("num_hidden_layers", *n) != 1)
-    throw Error(r.where("num_hidden_layers") + ": " + n->dump() + " layers; a draft head is one decoder layer");
+    throw Error(r.where("num_hidden_layers") + ": " + json_excerpt(*n) + " layers; a draft head is one decoder layer");
   for (auto [k, flag] : {std::pair{"attention_bias", &c.attention_bias}, std::pair{"mlp_bias", &c.mlp_bias}})
     if (const nlohmann::json* b = r.find(k); b && !b->is_null()) {
-      if (!b->is_boolean()) throw Error(r.where(k) + ": " + b->dump() + " is not true or false");
+      if (!b->is_boolean()) throw Error(r.where(k) + ": " + json_excerpt(*b) + " is not true or false");
       *flag = b->get<bool>();
     }
   // EAGLE-3: named so by an architectures entry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM)
@@ -259,11 +261,11 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
   if (ids && !ids->is_null()) {
     const std::string w = r.where("eagle_aux_hidden_state_layer_ids");
     if (!ids->is_array() || ids->size() != 3)
-      throw Error(w + ": expected an array of 3 layer ids (fc reads three verifier layers), found " + ids->dump());
+      throw Error(w + ": expected an array of 3 layer ids (fc reads three verifier layers), found " + json_excerpt(*ids));
     for (size_t i = 0; i < 3; ++i) {
       const nlohmann::json& v = (*ids)[i];
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxHeadDim)
-        throw Error(w + ": entry " + std::to_string(i) + " is " + v.dump() + ", expected a layer index >= 0");
+        throw Error(w + ": entry " + std::to_string(i) + " is " + json_excerpt(v) + ", expected a layer index >= 0");
       c.aux_layer_ids.push_back(int(v.get<int64_t>()));
     }
   }
@@ -293,6 +295,7 @@ std::vector<uint32_t> eagle3_tap_points(const HeadConfig& c, int L, const std::s
 }
 
 HeadConfig read_head_config(const std::string& config_path) {
+  require_regular_file(config_path, "head config");
   std::ifstream f(config_path, std::ios::binary);
   if (!f) throw Error(config_path + ": cannot open");
   std::ostringstream ss;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cfloat>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -63,18 +65,31 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
     size_t j = i;
     uint64_t rows = 0;
     raw.clear();
-    for (; j < parts.size() && parts[j]->type == t; ++j) {
-      rows += parts[j]->n_elements / K;
-      if (t == GgmlType::BF16) {
-        for (float x : dequantize_tensor(*parts[j])) {
+    for (; j < parts.size() && parts[j]->type == t; ++j) rows += parts[j]->n_elements / K;
+    // bf16 goes to f16 unless a value lies past f16's range (65504), where it would become inf and
+    // every logit NaN: such a run goes to f32, computed as the file says.
+    bool bf16_as_f32 = false;
+    for (size_t k = i; k < j && t == GgmlType::BF16 && !bf16_as_f32; ++k)
+      for (float x : dequantize_tensor(*parts[k]))
+        if (std::fabs(x) > 65504.0f) {
+          bf16_as_f32 = true;
+          break;
+        }
+    for (size_t k = i; k < j; ++k) {
+      if (t != GgmlType::BF16) {
+        raw.insert(raw.end(), parts[k]->data, parts[k]->data + parts[k]->n_bytes);
+        continue;
+      }
+      for (float x : dequantize_tensor(*parts[k])) {
+        if (bf16_as_f32) {
+          raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&x), reinterpret_cast<const uint8_t*>(&x) + 4);
+        } else {
           const uint16_t h = f32_to_f16(x);
           raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + 2);
         }
-      } else {
-        raw.insert(raw.end(), parts[j]->data, parts[j]->data + parts[j]->n_bytes);
       }
     }
-    const WeightType wt = t == GgmlType::BF16 ? WeightType::F16 : WeightType(uint32_t(t));
+    const WeightType wt = t != GgmlType::BF16 ? WeightType(uint32_t(t)) : bf16_as_f32 ? WeightType::F32 : WeightType::F16;
     if (glu && i == 0 && j == parts.size()) return upload_glu_weight(ctx, wt, uint32_t(rows / 2), uint32_t(K), raw.data(), path);
     runs.push_back(upload_weight(ctx, wt, uint32_t(rows), uint32_t(K), raw.data(), path));
     i = j;
@@ -256,14 +271,26 @@ LlamaWeights::LlamaWeights(Context& ctx, const GgufFile& f, const ModelOptions& 
   rope_logit_gain_ = vkspec::rope_logit_gain(cfg_);
   // The file's factors and YaRN's ramp as one table of divisors (none when all are 1); LongRoPE's
   // two tables both, each state choosing by its context.
-  auto upload_divisors = [&](const std::vector<float>& ff, Buffer& to) {
-    if (const std::vector<float> d = rope_divisors(cfg_, ff); !d.empty()) to = upload_f32(ctx, d);
+  auto upload_divisors = [&](const std::vector<float>& ff, Buffer& to, const char* name) {
+    const std::vector<float> d = rope_divisors(cfg_, ff);
+    // Positive is not enough: a divisor of 1e-37 (a factor, or YaRN's scale 1/3e38) sends the
+    // angle past the float range within a few dozen positions, every logit then NaN. Each pair's
+    // angle must stay finite up to position 2^24 (past any context vkspec holds).
+    for (size_t i = 0; i < d.size(); ++i) {
+      const double freq = std::pow(double(cfg_.rope_theta), -2.0 * double(i) / double(cfg_.D));
+      if (!(double(1u << 24) * freq / double(d[i]) < double(FLT_MAX)))
+        f.fail(std::string("RoPE pair ") + std::to_string(i) + ": its divisor " + std::to_string(d[i]) + " (from " + name +
+               (cfg_.rope_yarn ? " and the YaRN scaling factor" : "") +
+               ") makes the rotation angle overflow the float range; the factors are out of range");
+    }
+    if (!d.empty()) to = upload_f32(ctx, d);
   };
   if (cfg_.rope_longrope) {
-    upload_divisors(factors("rope_factors_short.weight"), rope_freqs_);
-    upload_divisors(factors("rope_factors_long.weight"), rope_long_);
+    upload_divisors(factors("rope_factors_short.weight"), rope_freqs_, "tensor 'rope_factors_short.weight'");
+    upload_divisors(factors("rope_factors_long.weight"), rope_long_, "tensor 'rope_factors_long.weight'");
   } else {
-    upload_divisors(cfg_.rope_freqs ? factors("rope_freqs.weight") : std::vector<float>{}, rope_freqs_);
+    upload_divisors(cfg_.rope_freqs ? factors("rope_freqs.weight") : std::vector<float>{}, rope_freqs_,
+                    cfg_.rope_freqs ? "tensor 'rope_freqs.weight'" : "no factor tensor");
   }
   bytes_ = embd_.bytes() + out_.bytes();
   progress.add(bytes_);

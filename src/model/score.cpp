@@ -45,6 +45,14 @@ void ChainRunner::run(std::span<const uint32_t> tokens, uint32_t from,
     const Mat L = model_.logits();
     for (uint32_t i = want; i < n; ++i) {
       row_ = L.buf->read<float>(V, (size_t(L.offset) + size_t(i) * L.stride) * 4);
+      // Finite weights can still overflow on the way (a norm weight of 3e38, a v row past the f16
+      // cache's range): such a row is refused, never written or scored as NaN.
+      for (uint32_t v = 0; v < V; ++v)
+        if (!std::isfinite(row_[v]))
+          throw Error("the logits computed at position " + std::to_string(c0 + i) + " are not finite (entry " +
+                      std::to_string(v) + " is " + (std::isnan(row_[v]) ? "NaN" : "inf") +
+                      "): the model's weights overflow float arithmetic (a damaged or crafted file" +
+                      (model_.kv_type() == KvType::F16 ? "; with --kv-type f16 a cached value past 65504 does too" : "") + ")");
       on_row(c0 + i, row_);
     }
   }

@@ -48,8 +48,13 @@ void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<uint32_t>& o
     }
     // One symbol per byte: each byte's mapped code point is a token in byte-level vocabs.
     sym.clear();
-    for (size_t i = 0; i < word.size(); ++i)
-      sym.push_back({int(i) - 1, i + 1 < word.size() ? int(i) + 1 : -1, byte_token[uint8_t(word[i])], true});
+    for (size_t i = 0; i < word.size(); ++i) {
+      const uint32_t id = byte_token[uint8_t(word[i])];
+      // A byte no token stands for (it never merges) with no <unk> to stand in: refused, never
+      // dropped from the prompt without a word.
+      if (id == kNone && unk < 0) throw_unencodable_byte(uint8_t(word[i]));
+      sym.push_back({int(i) - 1, i + 1 < word.size() ? int(i) + 1 : -1, id, true});
+    }
 
     std::priority_queue<Pair, std::vector<Pair>, PairOrder> queue;
     auto try_pair = [&](int l, int r) {

@@ -88,6 +88,8 @@ void Tokenizer::Impl::encode_spm(std::string_view text, std::vector<uint32_t>& o
         out.push_back(bt);
       else if (unk >= 0)
         out.push_back(uint32_t(unk));
+      else
+        throw_unencodable_byte(uint8_t(ch));  // never dropped from the prompt without a word
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "vkspec/error.hpp"
 #include "vkspec/tokenizer.hpp"
 
 namespace vkspec {
@@ -35,6 +36,14 @@ struct Tokenizer::Impl {
   uint32_t find(std::string_view s) const {
     auto it = index.find(s);
     return it == index.end() ? kNone : it->second;
+  }
+  // A byte of the text with no token (no byte token, no <unk>): refused naming it and the file.
+  [[noreturn]] void throw_unencodable_byte(uint8_t b) const {
+    static const char* hex = "0123456789ABCDEF";
+    const std::string nn{hex[b >> 4], hex[b & 15]};
+    throw Error(path + ": the text holds byte 0x" + nn + ", which the vocabulary has no token for (no " +
+                (kind == Kind::Spm ? "<0x" + nn + ">" : std::string("byte-level")) +
+                " token and no unknown token, tokenizer.ggml.unknown_token_id): it cannot be encoded");
   }
   void encode_spm(std::string_view text, std::vector<uint32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<uint32_t>& out) const;
