@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <vkspec/vkspec.h>
 
-static void print_text(const char* text, void* user) {
+static void print_text(const char* text, uint32_t length, void* user) {
   (void)user;
-  fputs(text, stdout);
+  fwrite(text, 1, length, stdout); /* a generated 0x00 byte included */
   fflush(stdout);
 }
 

@@ -232,8 +232,9 @@ uint32_t Context::choose(const std::vector<PhysicalDeviceInfo>& devices, const s
   if (devices.empty())
     throw Error("no Vulkan device found; install a driver (e.g. mesa-vulkan-drivers for lavapipe)");
   std::string selector = selector_in;
+  std::string from;  // where the selector came from, for its errors
   if (selector.empty())
-    if (const char* env = std::getenv("VKSPEC_DEVICE")) selector = env;
+    if (const char* env = std::getenv("VKSPEC_DEVICE")) selector = env, from = " (from the environment variable VKSPEC_DEVICE)";
   if (!selector.empty()) {
     bool numeric = std::all_of(selector.begin(), selector.end(), ::isdigit);
     if (numeric) {
@@ -242,7 +243,7 @@ uint32_t Context::choose(const std::vector<PhysicalDeviceInfo>& devices, const s
       uint64_t idx = 0;
       for (char c : selector) idx = idx > devices.size() ? idx : idx * 10 + uint64_t(c - '0');
       if (idx >= devices.size())
-        throw Error("device index " + selector + " does not exist: there are " + std::to_string(devices.size()) +
+        throw Error("device index " + selector + from + " does not exist: there are " + std::to_string(devices.size()) +
                     " Vulkan device(s) (see `vkspec devices`)");
       return uint32_t(idx);
     }
@@ -250,7 +251,7 @@ uint32_t Context::choose(const std::vector<PhysicalDeviceInfo>& devices, const s
       if (lower(d.caps.name).find(lower(selector)) != std::string::npos) return d.index;
     std::string names;
     for (auto& d : devices) names += (names.empty() ? "" : ", ") + d.caps.name;
-    throw Error("no Vulkan device matches '" + selector + "' (available: " + names + ")");
+    throw Error("no Vulkan device matches '" + selector + "'" + from + " (available: " + names + ")");
   }
   auto rank = [](VkPhysicalDeviceType t) {
     switch (t) {
@@ -337,7 +338,10 @@ Context::Context(const AdoptedDevice& a, const ContextOptions& opts) {
   vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, nullptr);
   std::vector<VkQueueFamilyProperties> fams(nfam);
   vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, fams.data());
-  if (a.queue_family >= nfam || !(fams[a.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+  if (a.queue_family >= nfam)
+    throw Error("queue family " + std::to_string(a.queue_family) + " does not exist: the device has " + std::to_string(nfam) +
+                " queue famil" + (nfam == 1 ? "y" : "ies") + " (give the family the queue was created in)");
+  if (!(fams[a.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
     throw MissingFeature("queue family " + std::to_string(a.queue_family) + " has no compute capability " +
                          "(vkspec records compute dispatches on the queue it is given)");
   device_ = a.device;

@@ -177,7 +177,9 @@ static std::string cache_dir(const std::string& configured) {
   if (configured == "-") return {};
   if (!configured.empty()) return configured;
   if (const char* env = std::getenv("VKSPEC_PIPELINE_CACHE")) return env;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkspec";
+  // The XDG base directory rules: a relative XDG_CACHE_HOME is invalid and ignored (it would put a
+  // cache folder in whatever directory the program runs from).
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/vkspec";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/vkspec";
   return {};
 }

@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
         } else if (vkspec_poll(ctx, &r) == VKSPEC_OK) {
           tokens += r.count;
           if (r.step_us > 0) step_us = r.step_us;
-          if (!o.quiet && r.text[0]) fputs(r.text, stdout), fflush(stdout);
+          if (!o.quiet && r.text_length) fwrite(r.text, 1, r.text_length, stdout), fflush(stdout);
           if (r.done && !r.in_flight) {
             gp.prompt_text = prompts[story++ % 4]; /* a new story when one ends */
             if (vkspec_generation_start(ctx, &gp) != VKSPEC_OK) return fprintf(stderr, "frame-loop: %s\n", vkspec_last_error(ctx)), 1;

@@ -20,7 +20,19 @@ enum class Strategy { AR, Single1, Single2, Route, Merge, MergeTrie };
 const char* strategy_name(Strategy s);
 Strategy parse_strategy(const std::string& s);  // throws naming the valid choices
 
+// What the user calls each option, for the errors that name one: the command line's flags, or
+// the C API's struct fields.
+struct OptionNames {
+  const char *topk, *depth, *budget, *temp, *top_p, *min_p, *repeat_penalty, *repeat_window, *heads, *ctx, *n_new;
+};
+inline constexpr OptionNames kCliOptionNames{"--topk", "--depth", "--budget", "--temp", "--top-p", "--min-p",
+                                             "--repeat-penalty", "--repeat-window", "--heads H1,H2", "--ctx", "-n"};
+inline constexpr OptionNames kCApiOptionNames{"topk", "depth", "budget", "temperature", "top_p", "min_p",
+                                              "repeat_penalty", "repeat_window", "vkspec_model_desc.head1, head2",
+                                              "vkspec_model_desc.context_tokens", "max_tokens"};
+
 struct EngineOptions {
+  const OptionNames* names = &kCliOptionNames;  // how errors name the options below
   Strategy strategy = Strategy::AR;
   uint32_t depth = 4;   // D: draft levels below the root
   uint32_t topk = 4;    // k: children per expanded node, and frontier width
@@ -70,7 +82,8 @@ uint32_t drafted_depth(Strategy s, uint32_t depth, uint32_t budget);
 // limits and the vocabulary); throws naming the option and its range. Callers that size buffers
 // from these options (rows per pass) check them first; Engine checks them again with the
 // strategy's own limit on the verified tree.
-void check_draft_options(uint32_t topk, uint32_t depth, uint32_t budget, uint32_t vocab);
+void check_draft_options(uint32_t topk, uint32_t depth, uint32_t budget, uint32_t vocab,
+                         const OptionNames& names = kCliOptionNames);
 
 struct GenerateStats {
   std::vector<uint32_t> tokens;  // generated ids, prompt excluded
@@ -133,7 +146,9 @@ class Engine {
   Progress poll();
   void wait();  // blocks until the submission in flight (if any) is done
   void cancel();
-  bool done() const;
+  // Nothing more will come: cancelled, finished as a poll saw it, or (never waiting) the device is
+  // idle and its step state says the generation ended, which a poll has not read yet.
+  bool done();
   // From now on every submission also signals `timeline` (a timeline semaphore the caller owns
   // and keeps alive while this engine may submit) to ++*counter. Null: none.
   void set_timeline(VkSemaphore timeline, uint64_t* counter);

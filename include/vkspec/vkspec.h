@@ -22,13 +22,18 @@
  * runtimes on different devices are independent). vkspec_poll, vkspec_step_submit and
  * vkspec_cancel never wait for the GPU. The blocking calls are vkspec_model_load,
  * vkspec_context_create (they upload and build), vkspec_generate, vkspec_wait, and the destroy
- * calls (they wait for the object's own work in flight, never for the application's).
- * Callbacks run on the calling thread, inside the call; they must not call back into the same
- * context.
+ * calls (they wait for the object's own work in flight, never for the application's). While
+ * vkspec_generate, vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock:
+ * calls on other contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate
+ * (VKSPEC_ERROR_CANCELLED). A handle must not be destroyed while another thread is in a call on
+ * it. Callbacks run on the calling thread, inside the call, with the lock held; they must not
+ * call back into the same context.
  *
  * SHARED QUEUE. Vulkan requires external synchronization of a VkQueue. If the application submits
  * to the queue it gives vkspec from another thread, it passes queue_lock/queue_unlock: every
- * vkQueueSubmit vkspec makes is bracketed by them. vkspec never calls vkQueueWaitIdle or
+ * vkQueueSubmit vkspec makes is bracketed by them. vkspec calls queue_lock while it holds its own
+ * lock, so the order is always vkspec's lock, then the queue lock: the application must not call
+ * a vkspec function while it holds its queue lock (that order reversed is a deadlock). vkspec never calls vkQueueWaitIdle or
  * vkDeviceWaitIdle on a borrowed device; it waits only on its own fences.
  *
  * LIFETIME AND OWNERSHIP. Each handle is destroyed exactly once by its own destroy call, in any
@@ -69,7 +74,7 @@ extern "C" {
 #endif
 
 #define VKSPEC_VERSION_MAJOR 0
-#define VKSPEC_VERSION_MINOR 1
+#define VKSPEC_VERSION_MINOR 2
 
 typedef enum vkspec_status {
   VKSPEC_OK = 0,
@@ -81,7 +86,7 @@ typedef enum vkspec_status {
   VKSPEC_ERROR_VULKAN = -4,           /* a Vulkan call failed */
   VKSPEC_ERROR_OUT_OF_MEMORY = -5,    /* host or device memory */
   VKSPEC_ERROR_STATE = -6,            /* a call out of order (e.g. poll before any generation) */
-  VKSPEC_ERROR_CANCELLED = -7,        /* a progress callback asked to stop */
+  VKSPEC_ERROR_CANCELLED = -7,        /* a progress callback asked to stop; vkspec_cancel ended vkspec_generate */
   VKSPEC_ERROR_INTERNAL = -8
 } vkspec_status;
 
@@ -242,7 +247,8 @@ typedef struct vkspec_generation_params {
 typedef struct vkspec_poll_result {
   const uint32_t* tokens;  /* new token ids since the last poll (valid until the next call) */
   uint32_t count;
-  const char* text;        /* their text (UTF-8; a character split over tokens waits for its end) */
+  const char* text;        /* their text (UTF-8; a character split over tokens waits for its end), */
+  uint32_t text_length;    /* text_length bytes: a token may be a 0x00 byte, so read the length, not up to a NUL */
   int in_flight;           /* a submission is still running on the GPU */
   int done;                /* stop token, max_tokens, or cancel: nothing more will come */
   uint32_t total;          /* tokens generated so far */
@@ -258,7 +264,8 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* ctx);
 
 VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p);
 /* Checks everything, then submits the prompt's prefill and returns without waiting. A
- * generation still running on this context is ended first (waiting for its work in flight).
+ * generation still running on this context is ended first (waiting for its work in flight); if
+ * the checks refuse the new one, the running generation is left as it was.
  * The first start with a given strategy, draft shape, sampling options and stop ids builds that
  * decoding step (pipelines, buffers, a recorded command buffer: blocking, like a load); later
  * starts with the same options reuse it. To build it outside the frame loop, start once with
@@ -266,7 +273,8 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p);
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* ctx, const vkspec_generation_params* p);
 /* Submits `steps` decoding steps (0: as many as fit budget_us; at most 64) in one submission and
  * returns at once: VKSPEC_OK, VKSPEC_NOT_READY (the previous submission is still running: poll
- * first), or VKSPEC_DONE. */
+ * first), or VKSPEC_DONE (the generation is over, whether or not a poll has collected its last
+ * tokens yet: nothing is submitted). */
 VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* ctx, uint32_t steps);
 /* Never waits. New tokens once the GPU is done with the last submission. */
 VKSPEC_API vkspec_status vkspec_poll(vkspec_context* ctx, vkspec_poll_result* out);
@@ -284,9 +292,10 @@ VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* ctx, VkSemaphore* semap
 VKSPEC_API vkspec_status vkspec_fence(vkspec_context* ctx, VkFence* fence);
 
 /* Blocking convenience: the whole generation, calling on_tokens/on_text as tokens arrive (either
- * may be NULL). */
+ * may be NULL; on_text gets `length` bytes, NUL-terminated too, but a 0x00 byte may come before
+ * the end). Returns VKSPEC_ERROR_CANCELLED when vkspec_cancel (from another thread) ended it. */
 typedef void (*vkspec_tokens_fn)(const uint32_t* ids, uint32_t count, void* user);
-typedef void (*vkspec_text_fn)(const char* text, void* user);
+typedef void (*vkspec_text_fn)(const char* text, uint32_t length, void* user);
 VKSPEC_API vkspec_status vkspec_generate(vkspec_context* ctx, const vkspec_generation_params* p,
                                          vkspec_tokens_fn on_tokens, vkspec_text_fn on_text, void* user);
 

@@ -20,6 +20,9 @@ namespace vkspec::capi {
 // The device. Every C call on a runtime, or on a model or context made on it, holds `mu`: calls
 // serialize (the Context's one-shot fence, its command pool and the queue are single-threaded).
 struct Runtime {
+  // Held by every call but while a blocking call waits for its own submission on the GPU
+  // (vkspec_wait, vkspec_generate, a destroy): a poll, submit or cancel from another thread, on
+  // any context, goes ahead meanwhile.
   std::recursive_mutex mu;
   ContextOptions::QueueLock app_lock;  // the application's queue lock, called inside ours
   std::unique_ptr<Context> ctx;
@@ -51,6 +54,15 @@ struct Instance {
 
 // A call out of order (VKSPEC_ERROR_STATE).
 struct StateError : Error {
+  using Error::Error;
+};
+// An argument the call refuses whatever the files hold (VKSPEC_ERROR_INVALID_ARGUMENT).
+struct ArgumentError : Error {
+  using Error::Error;
+};
+// The application asked to stop: a progress callback, or vkspec_cancel during vkspec_generate
+// (VKSPEC_ERROR_CANCELLED).
+struct Cancelled : Error {
   using Error::Error;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "capi/capi.hpp"
 
@@ -19,6 +20,7 @@ struct vkspec_context : Handle {
   EngineOptions engine_opts;
   std::optional<StreamDecoder> decoder;
   bool started = false;
+  bool cancelled = false;  // by vkspec_cancel: vkspec_generate reports it
   uint32_t budget_us = 0, total = 0;
   // Measured GPU time per step: submission to observed completion, over the steps it chained.
   double step_us = 0;
@@ -33,7 +35,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-Strategy strategy_of(vkspec_strategy s) {
+// The strategy read as the int it is in C: in C++ a vkspec_strategy outside the enumerators (99, -1)
+// may not even be loaded, so the value is copied out as an int first.
+Strategy strategy_of(const vkspec_strategy& field) {
+  static_assert(sizeof(vkspec_strategy) == sizeof(int), "vkspec_strategy is an int in C");
+  int s = 0;
+  std::memcpy(&s, &field, sizeof s);
   switch (s) {
     case VKSPEC_STRATEGY_AR: return Strategy::AR;
     case VKSPEC_STRATEGY_SINGLE1: return Strategy::Single1;
@@ -42,7 +49,7 @@ Strategy strategy_of(vkspec_strategy s) {
     case VKSPEC_STRATEGY_MERGE: return Strategy::Merge;
     case VKSPEC_STRATEGY_MERGE_TRIE: return Strategy::MergeTrie;
   }
-  throw Error("unknown strategy " + std::to_string(int(s)) + " (VKSPEC_STRATEGY_AR .. VKSPEC_STRATEGY_MERGE_TRIE)");
+  throw ArgumentError("vkspec_generation_params.strategy " + std::to_string(s) + " is not a strategy (VKSPEC_STRATEGY_AR .. VKSPEC_STRATEGY_MERGE_TRIE)");
 }
 
 bool same(const EngineOptions& a, const EngineOptions& b) {
@@ -53,33 +60,43 @@ bool same(const EngineOptions& a, const EngineOptions& b) {
 }
 
 // Starts a generation: the engine for these options (reused when they did not change), the
-// prompt's ids, then Engine::begin (submits the prefill, does not wait).
+// prompt's ids, then Engine::begin (submits the prefill, does not wait). Everything is checked
+// before the running generation is touched: a start that is refused leaves it as it was.
 void start(vkspec_context* c, const vkspec_generation_params& p) {
   Model& m = *c->m;
   EngineOptions o;
+  o.names = &kCApiOptionNames;  // errors name the struct fields, not the command line's flags
   o.strategy = strategy_of(p.strategy);
   o.depth = p.depth, o.topk = p.topk, o.budget = p.budget;
   if (o.strategy != Strategy::AR && (o.depth > m.depth || o.topk > m.topk || o.budget > m.max_budget))
-    throw Error("depth " + std::to_string(o.depth) + ", topk " + std::to_string(o.topk) + ", budget " + std::to_string(o.budget) +
-                " exceed what the model was loaded for (vkspec_model_desc depth " + std::to_string(m.depth) + ", topk " +
-                std::to_string(m.topk) + ", max_budget " + std::to_string(m.max_budget) + ")");
+    throw ArgumentError("depth " + std::to_string(o.depth) + ", topk " + std::to_string(o.topk) + ", budget " +
+                        std::to_string(o.budget) + " exceed what the model was loaded for (vkspec_model_desc depth " +
+                        std::to_string(m.depth) + ", topk " + std::to_string(m.topk) + ", max_budget " +
+                        std::to_string(m.max_budget) + ")");
   o.sampling.temperature = p.temperature, o.sampling.top_k = p.top_k, o.sampling.top_p = p.top_p;
   o.sampling.min_p = p.min_p, o.sampling.repeat_penalty = p.repeat_penalty, o.sampling.repeat_window = p.repeat_window;
   o.sampling.seed = p.seed;
-  if (p.stop_count && !p.stop_ids) throw Error("stop_count > 0 but stop_ids is NULL");
+  if (p.stop_count && !p.stop_ids) throw ArgumentError("stop_count > 0 but stop_ids is NULL");
+  if (p.stop_count > kOutMaxStop)  // before reading that many ids from stop_ids
+    throw ArgumentError("stop_count " + std::to_string(p.stop_count) + ": at most " + std::to_string(kOutMaxStop) + " stop ids");
   o.stop_tokens.assign(p.stop_ids, p.stop_ids + p.stop_count);
   std::vector<uint32_t> prompt;
   if (p.prompt_text) {
-    if (!m.tokenizer) throw Error(m.file->path() + " carries no tokenizer: give prompt_ids instead of prompt_text");
+    if (!m.tokenizer) throw ArgumentError(m.file->path() + " carries no tokenizer: give prompt_ids instead of prompt_text");
     prompt = m.tokenizer->encode(p.prompt_text, m.tokenizer->add_bos(), false);
   } else {
-    if (p.prompt_count && !p.prompt_ids) throw Error("prompt_count > 0 but prompt_ids is NULL");
+    if (p.prompt_count && !p.prompt_ids) throw ArgumentError("prompt_count > 0 but prompt_ids is NULL");
     prompt.assign(p.prompt_ids, p.prompt_ids + p.prompt_count);
   }
-  if (c->engine) c->engine->wait();  // the previous generation's work in flight
-  if (!c->engine || !same(o, c->engine_opts)) {
-    c->engine.reset();
-    c->engine = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+  if (c->engine) c->engine->wait();  // the running generation's work in flight (it stays resumable)
+  std::unique_ptr<Engine> fresh;     // checks the options; on a throw the running engine is untouched
+  if (!c->engine || !same(o, c->engine_opts))
+    fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+  (fresh ? *fresh : *c->engine).check_fits(prompt, p.max_tokens);
+  // Checked: from here the running generation ends.
+  c->started = false;
+  if (fresh) {
+    c->engine = std::move(fresh);
     c->engine->set_timeline(c->timeline, &c->timeline_value);
     c->engine_opts = o;
   }
@@ -87,6 +104,7 @@ void start(vkspec_context* c, const vkspec_generation_params& p) {
   c->decoder.reset();
   if (m.tokenizer) c->decoder.emplace(*m.tokenizer);
   c->started = true;
+  c->cancelled = false;
   c->budget_us = p.budget_us;
   c->total = 0;
   c->steps_in_flight = 0;
@@ -112,13 +130,16 @@ void poll(vkspec_context* c, vkspec_poll_result* out) {
   c->text.clear();
   if (c->decoder) {
     for (uint32_t id : c->tokens) c->text += c->decoder->push(id);
-    if (pr.done && !pr.in_flight) c->text += c->decoder->flush();
+    // At the end, a character still waiting for its last bytes is given as it is, in the poll
+    // that first says done (after vkspec_cancel too): nothing more comes for it.
+    if (pr.done) c->text += c->decoder->flush();
   }
   c->total += uint32_t(c->tokens.size());
   if (out) {
     out->tokens = c->tokens.data();
     out->count = uint32_t(c->tokens.size());
     out->text = c->text.c_str();
+    out->text_length = uint32_t(c->text.size());
     out->in_flight = pr.in_flight;
     out->done = pr.done;
     out->total = c->total;
@@ -128,8 +149,29 @@ void poll(vkspec_context* c, vkspec_poll_result* out) {
 
 #define CTX_GUARD(c, fallback, ...)                                                                \
   if (!c) return set_thread_error("no context (NULL handle)"), VKSPEC_ERROR_INVALID_ARGUMENT;     \
-  std::lock_guard<std::recursive_mutex> lock_(c->m->rt->mu);                                      \
+  std::unique_lock<std::recursive_mutex> lock_(c->m->rt->mu);                                     \
   VKSPEC_CAPI_GUARD(c->err, fallback, __VA_ARGS__)
+
+// Waits until the GPU is done with every submission this context has made so far, with the
+// runtime's lock released meanwhile (`lock` holds it on entry and again on return): calls on
+// other contexts, and vkspec_cancel on this one, go ahead while it waits. The context's own
+// timeline is waited on, never a fence another call could reset. (Where the calling thread holds
+// the lock more than once, inside a callback, it stays held: the wait then blocks the others, as
+// any call inside a callback does.)
+void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock) {
+  const Context& ctx = *c->m->rt->ctx;
+  VkSemaphoreWaitInfo wi{};
+  wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
+  wi.semaphoreCount = 1;
+  const VkSemaphore sem = c->timeline;
+  const uint64_t value = c->timeline_value;
+  wi.pSemaphores = &sem;
+  wi.pValues = &value;
+  lock.unlock();
+  const VkResult r = ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
+  lock.lock();
+  VKSPEC_VK(r);
+}
 
 void require_started(const vkspec_context* c) {
   if (!c->started) throw StateError("no generation on this context: call vkspec_generation_start first");
@@ -170,17 +212,13 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
   if (!c) return;
   std::shared_ptr<Model> m = c->m;  // outlives the lock below, so the runtime cannot go inside it
   {
-    std::lock_guard<std::recursive_mutex> lock(m->rt->mu);
+    std::unique_lock<std::recursive_mutex> lock(m->rt->mu);
     try {
-      c->engine.reset();  // waits for its own work in flight
-      // The fence says the batch is done; the semaphore's signal is part of it, waited for too.
+      // Its own work in flight, waited for without the lock; then the engine goes. The timeline
+      // value covers every submission, so the semaphore's signal is waited for too.
+      wait_unlocked(c, lock);
+      c->engine.reset();
       const Context& ctx = *m->rt->ctx;
-      VkSemaphoreWaitInfo wi{};
-      wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
-      wi.semaphoreCount = 1;
-      wi.pSemaphores = &c->timeline;
-      wi.pValues = &c->timeline_value;
-      ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
       ctx.vk().vkDestroySemaphore(ctx.device(), c->timeline, nullptr);
     } catch (...) {
     }
@@ -199,8 +237,7 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p) {
 
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec_generation_params* p) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    if (!p) throw Error("vkspec_generation_start: params are required");
-    c->started = false;
+    if (!p) throw ArgumentError("vkspec_generation_start: params are required");
     start(c, *p);
     return VKSPEC_OK;
   })
@@ -231,7 +268,8 @@ VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out)
 VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     require_started(c);
-    c->engine->wait();
+    wait_unlocked(c, lock_);
+    if (c->started) c->engine->wait();  // done on the GPU: only the engine's own bookkeeping
     return VKSPEC_OK;
   })
 }
@@ -240,6 +278,7 @@ VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     require_started(c);
     c->engine->cancel();
+    c->cancelled = true;
     return VKSPEC_OK;
   })
 }
@@ -266,21 +305,23 @@ VKSPEC_API vkspec_status vkspec_fence(vkspec_context* c, VkFence* fence) {
 VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generation_params* p, vkspec_tokens_fn on_tokens,
                                          vkspec_text_fn on_text, void* user) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    if (!p) throw Error("vkspec_generate: params are required");
-    c->started = false;
+    if (!p) throw ArgumentError("vkspec_generate: params are required");
     start(c, *p);
     vkspec_poll_result r{};
     // Steps past the end are no-ops on the GPU, so a few per submission cost nothing extra.
     const uint32_t per_submit = p->budget_us ? 0 : 4;
     for (;;) {
+      // Without the lock while the GPU works: vkspec_cancel from another thread ends the loop.
+      wait_unlocked(c, lock_);
       c->engine->wait();
       poll(c, &r);
       if (r.count && on_tokens) on_tokens(r.tokens, r.count, user);
-      if (r.text[0] && on_text) on_text(r.text, user);
+      if (r.text_length && on_text) on_text(r.text, r.text_length, user);
       if (r.done) break;
       const uint32_t n = per_submit ? per_submit : steps_for_budget(c);
       if (c->engine->submit(n)) c->submitted = clock_type::now(), c->steps_in_flight = n;
     }
+    if (c->cancelled) throw Cancelled("vkspec_generate: ended by vkspec_cancel after " + std::to_string(c->total) + " tokens");
     return VKSPEC_OK;
   })
 }

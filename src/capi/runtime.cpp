@@ -77,17 +77,18 @@ AdoptedDevice::Enabled parse_enabled(const void* chain, uint32_t n_ext, const ch
 }
 
 void copy_desc_options(Model& m, const vkspec_model_desc& d) {
-  if (!d.path || !*d.path) throw Error("vkspec_model_desc.path is empty: give the verifier's GGUF file");
-  if (d.head2 && !d.head1) throw Error("vkspec_model_desc.head2 without head1");
+  if (!d.path || !*d.path) throw ArgumentError("vkspec_model_desc.path is empty: give the verifier's GGUF file");
+  // "" is no head, as NULL is: a second head alone would be loaded as the first.
+  if (d.head2 && *d.head2 && !(d.head1 && *d.head1)) throw ArgumentError("vkspec_model_desc.head2 without head1");
   if (d.max_budget < 1 || d.depth < 1 || d.topk < 1)
-    throw Error("vkspec_model_desc: max_budget, depth and topk must be >= 1");
+    throw ArgumentError("vkspec_model_desc: max_budget, depth and topk must be >= 1");
   m.max_budget = d.max_budget, m.depth = d.depth, m.topk = d.topk;
   m.head1 = d.head1 ? d.head1 : "";
   m.head2 = d.head2 ? d.head2 : "";
   m.model_opts.context = d.context_tokens;
   // As the command line sizes them (src/cli/session.cpp): merge verifies 1 + 2B rows.
   const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(d.max_budget));
-  if (rows > 4096) throw Error("vkspec_model_desc.max_budget " + std::to_string(d.max_budget) + " is too large");
+  if (rows > 4096) throw ArgumentError("vkspec_model_desc.max_budget " + std::to_string(d.max_budget) + " is too large");
   m.model_opts.max_rows = uint32_t(rows);
   m.head_rows = std::max<uint32_t>({uint32_t(rows), d.topk, d.depth + 1});
 }
@@ -104,6 +105,12 @@ vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
   } catch (const StateError& e) {
     err = e.what();
     return VKSPEC_ERROR_STATE;
+  } catch (const ArgumentError& e) {
+    err = e.what();
+    return VKSPEC_ERROR_INVALID_ARGUMENT;
+  } catch (const Cancelled& e) {
+    err = e.what();
+    return VKSPEC_ERROR_CANCELLED;
   } catch (const VulkanError& e) {
     err = e.what();
     return e.result == VK_ERROR_OUT_OF_DEVICE_MEMORY || e.result == VK_ERROR_OUT_OF_HOST_MEMORY ? VKSPEC_ERROR_OUT_OF_MEMORY
@@ -144,7 +151,7 @@ void Model::load(vkspec_progress_fn progress, void* user) {
   const uint64_t h1 = hb[0].weights, h2 = hb[1].weights;
   const double total = double(std::max<uint64_t>(1, vbytes + h1 + h2));
   const auto report = [&](double done, const char* stage) {
-    if (progress && progress(float(done / total), stage, user)) throw Error("load stopped by the progress callback");
+    if (progress && progress(float(done / total), stage, user)) throw Cancelled("load stopped by the progress callback");
   };
   report(0, "verifier");
   verifier = std::make_shared<const LlamaWeights>(*rt->ctx, *file, o);
@@ -271,8 +278,8 @@ VKSPEC_API void vkspec_runtime_desc_init(vkspec_runtime_desc* d) {
 
 VKSPEC_API vkspec_status vkspec_runtime_create(const vkspec_runtime_desc* d, vkspec_runtime** out) {
   VKSPEC_CAPI_GUARD(g_thread_error, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (out) *out = nullptr;
     if (!d || !out) throw Error("vkspec_runtime_create: desc and out are required");
-    *out = nullptr;
     auto rt = std::make_shared<Runtime>();
     ContextOptions o;
     o.pipeline_cache_dir = d->pipeline_cache_dir ? d->pipeline_cache_dir : "";
@@ -333,8 +340,9 @@ VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* d) {
 
 VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_model_desc* d, vkspec_memory* out) {
   if (!rt) return set_thread_error("vkspec_model_memory: no runtime"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);  // it writes rt->err
   VKSPEC_CAPI_GUARD(rt->err, VKSPEC_ERROR_MODEL, {
-    if (!d || !out) throw Error("vkspec_model_memory: desc and out are required");
+    if (!d || !out) throw ArgumentError("vkspec_model_memory: desc and out are required");
     Model m;
     m.rt = rt->rt;
     copy_desc_options(m, *d);
@@ -366,12 +374,17 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
   std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);
   vkspec_status st = VKSPEC_OK;
   try {
-    if (!d || !out) throw Error("vkspec_model_load: desc and out are required");
+    rt->err.clear();
+    if (!d || !out) throw ArgumentError("vkspec_model_load: desc and out are required");
     *out = nullptr;
     auto m = std::make_shared<Model>();
     m->rt = rt->rt;
     copy_desc_options(*m, *d);
-    if (!m->head1.empty()) check_draft_options(m->topk, m->depth, 1, uint32_t(1u << 30));
+    if (!m->head1.empty()) try {
+        check_draft_options(m->topk, m->depth, 1, uint32_t(1u << 30), kCApiOptionNames);
+      } catch (const Error& e) {
+        throw ArgumentError(std::string("vkspec_model_desc.") + e.what());
+      }
     m->file = std::make_unique<GgufFile>(GgufFile::open(d->path));
     if (m->file->has("tokenizer.ggml.model") && m->file->has("tokenizer.ggml.tokens")) m->tokenizer = Tokenizer::from_gguf(*m->file);
     m->load(d->progress, d->progress_user);
@@ -380,7 +393,6 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
     *out = h;
   } catch (...) {
     st = status_of_exception(rt->err, VKSPEC_ERROR_MODEL);
-    if (std::string(rt->err).find("progress callback") != std::string::npos) st = VKSPEC_ERROR_CANCELLED;
     set_thread_error(rt->err);
   }
   return st;
@@ -394,6 +406,7 @@ VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* m) {
 
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint32_t* ids, uint32_t cap, uint32_t* count) {
   if (!m) return set_thread_error("vkspec_tokenize: no model"), VKSPEC_ERROR_INVALID_ARGUMENT;
+  std::lock_guard<std::recursive_mutex> lock(m->m->rt->mu);  // it writes m->err
   VKSPEC_CAPI_GUARD(m->err, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!text || !count || (cap && !ids)) throw Error("vkspec_tokenize: text, count (and ids when cap > 0) are required");
     if (!m->m->tokenizer) throw Error(m->m->file->path() + " carries no tokenizer: give prompt ids");

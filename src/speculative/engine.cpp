@@ -52,22 +52,23 @@ struct Engine::Parts::Run {
 void Engine::check_tree_options(const EagleHead* h1, const EagleHead* h2) const {
   const uint32_t K = opts_.topk, D = opts_.depth, B = opts_.budget;
   const auto str = [](uint64_t x) { return std::to_string(x); };
-  check_draft_options(K, D, B, uint32_t(model_.config().V));
+  const OptionNames& n = *opts_.names;
+  check_draft_options(K, D, B, uint32_t(model_.config().V), n);
   const uint32_t maxB = max_draft_budget(opts_.strategy, K, D);
   if (B > maxB)
-    throw Error("--budget " + str(B) + " gives " + strategy_name(opts_.strategy) + " a verified tree of " +
+    throw Error(std::string(n.budget) + " " + str(B) + " gives " + strategy_name(opts_.strategy) + " a verified tree of " +
                 str(verify_nodes()) + " nodes, more than the " + str(kTreeMaxNodes) +
-                " the tree kernels hold: use --budget <= " + str(maxB));
+                " the tree kernels hold: use " + n.budget + " <= " + str(maxB));
   if (verify_nodes() > model_.max_rows())
     throw Error("a verified tree of " + str(verify_nodes()) + " nodes exceeds the verifier's " +
                 str(model_.max_rows()) + " rows per pass");
   for (const EagleHead* h : {h1, h2})
     if (h && h->eagle3() && K > uint32_t(h->config().draft_V))
-      throw Error("--topk " + str(K) + " exceeds the draft vocabulary of " + str(h->config().draft_V) +
+      throw Error(std::string(n.topk) + " " + str(K) + " exceeds the draft vocabulary of " + str(h->config().draft_V) +
                   " ids of EAGLE-3 head " + h->path());
   for (const EagleHead* h : {h1, h2})
     if (h && h->max_rows() < std::max(K, D + 1))
-      throw Error("--topk " + str(K) + " and --depth " + str(D) + " need " + str(std::max(K, D + 1)) +
+      throw Error(std::string(n.topk) + " " + str(K) + " and " + n.depth + " " + str(D) + " need " + str(std::max(K, D + 1)) +
                   " rows per draft-head pass (a level's top-k, or the depth + 1 rows a step ingests); the head has " +
                   str(h->max_rows()));
 }
@@ -94,12 +95,12 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   if (s == Strategy::Single1 || (combiner && combiner->drafters() == 2)) heads.push_back(h1);
   if (s == Strategy::Single2 || (combiner && combiner->drafters() == 2)) heads.push_back(h2);
   if (s == Strategy::Single2 && !h2 && h1)  // one head given: single2 drafts with the second
-    throw Error("strategy single2 drafts with the second of two heads (--heads H1,H2), and one head was given; "
+    throw Error(std::string("strategy single2 drafts with the second of two heads (") + opts.names->heads + "), and one head was given; "
                 "single1 drafts with it");
   for (EagleHead* h : heads)
     if (!h)
       throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
-                  (heads.size() == 2 ? "two draft heads" : "a draft head") + " (--heads H1,H2)");
+                  (heads.size() == 2 ? "two draft heads" : "a draft head") + " (" + opts.names->heads + ")");
   const SamplingOptions& so = opts.sampling;
   // Each option by name. The temperature and the penalty divide logits, so each must have a finite
   // float inverse: 1e-45 (1/T overflows) and 1e39 (inf as a float) sampled noise before.
@@ -107,16 +108,17 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   auto out_of_range = [](const char* opt, float v, const std::string& need) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", double(v));
-    return Error(std::string("--") + opt + " " + got + " is out of range: " + need);
+    return Error(std::string(opt) + " " + got + " is out of range: " + need);
   };
+  const OptionNames& n = *opts.names;
   if (!(so.temperature == 0 || invertible(so.temperature)))
-    throw out_of_range("temp", so.temperature, "0 (greedy) or a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
-  if (!(so.top_p > 0 && so.top_p <= 1)) throw out_of_range("top-p", so.top_p, "0 < top-p <= 1");
-  if (!(so.min_p >= 0 && so.min_p <= 1)) throw out_of_range("min-p", so.min_p, "0 <= min-p <= 1");
+    throw out_of_range(n.temp, so.temperature, "0 (greedy) or a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
+  if (!(so.top_p > 0 && so.top_p <= 1)) throw out_of_range(n.top_p, so.top_p, "0 < top-p <= 1");
+  if (!(so.min_p >= 0 && so.min_p <= 1)) throw out_of_range(n.min_p, so.min_p, "0 <= min-p <= 1");
   if (!invertible(so.repeat_penalty))
-    throw out_of_range("repeat-penalty", so.repeat_penalty, "a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
+    throw out_of_range(n.repeat_penalty, so.repeat_penalty, "a positive number whose inverse is finite (about 1.2e-38 .. 3.4e38)");
   if (so.repeat_window > kSampleMaxWindow)
-    throw Error("--repeat-window " + std::to_string(so.repeat_window) + " is out of range: at most " + std::to_string(kSampleMaxWindow));
+    throw Error(std::string(n.repeat_window) + " " + std::to_string(so.repeat_window) + " is out of range: at most " + std::to_string(kSampleMaxWindow));
   if (opts.steps_per_submit < 1 || opts.steps_per_submit > 64)
     throw Error("--steps-per-submit must be in 1..64, got " + std::to_string(opts.steps_per_submit));
   if (opts.stop_tokens.size() > kOutMaxStop)
@@ -263,10 +265,10 @@ void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) con
                 std::to_string(slack) + " cache slots a step writes past them (" +
                 (draft_depth() ? "its verified tree and draft levels, " : "") +
                 "the last step's) does not fit the context of " + std::to_string(model_.capacity()) +
-                " tokens (raise --ctx or lower -n)");
+                " tokens (raise " + opts_.names->ctx + " or lower " + opts_.names->n_new + ")");
   for (auto& d : parts_->drafter_store)
     if (uint64_t(P) + n_new + slack > d->capacity())
-      throw Error("prompt + new tokens do not fit the draft head's context; raise --ctx");
+      throw Error(std::string("prompt + new tokens do not fit the draft head's context; raise ") + opts_.names->ctx);
 }
 
 namespace {
@@ -342,7 +344,13 @@ void Engine::wait() {
 }
 
 void Engine::cancel() { parts_->run->cancelled = true; }
-bool Engine::done() const { return !parts_->run->begun || parts_->run->cancelled || parts_->run->finished; }
+bool Engine::done() {
+  Parts& p = *parts_;
+  const Parts::Run& r = *p.run;
+  if (!r.begun || r.cancelled || r.finished) return true;
+  if ((r.prefill && !r.prefill->ready()) || !p.plan->ready()) return false;
+  return static_cast<const uint32_t*>(p.buffers.out_list.mapped())[kOutDone] != 0;
+}
 void Engine::set_timeline(VkSemaphore timeline, uint64_t* counter) {
   wait();  // no submission in flight signals the previous one
   parts_->run->timeline = timeline;

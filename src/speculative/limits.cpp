@@ -63,27 +63,28 @@ uint32_t drafted_depth(Strategy s, uint32_t D, uint32_t B) {
 // Every limit a tree option meets, in the order a user fixes them: top-k, depth, their product
 // (the candidate pool), then the budget. Ranges are derived from vkspec/tree_limits.h, the
 // numbers the kernels size their shared arrays with, and compared without wrapping.
-void check_draft_options(uint32_t K, uint32_t D, uint32_t B, uint32_t V) {
+void check_draft_options(uint32_t K, uint32_t D, uint32_t B, uint32_t V, const OptionNames& n) {
   const auto str = [](uint64_t x) { return std::to_string(x); };
+  const std::string topk = n.topk, depth = n.depth, budget = n.budget;
   if (K < 1 || K > kTopkMax)
-    throw Error("--topk must be in 1.." + str(kTopkMax) + " (the top-k kernel's limit), got " + str(K));
+    throw Error(topk + " must be in 1.." + str(kTopkMax) + " (the top-k kernel's limit), got " + str(K));
   if (K > V)
-    throw Error("--topk " + str(K) + " exceeds the vocabulary of " + str(V) +
-                " tokens (a node has at most that many distinct children): use --topk <= " + str(V));
+    throw Error(topk + " " + str(K) + " exceeds the vocabulary of " + str(V) +
+                " tokens (a node has at most that many distinct children): use " + topk + " <= " + str(V));
   if (D < 1 || D > kTreeMaxPath - 1)
-    throw Error("--depth must be in 1.." + str(kTreeMaxPath - 1) + " (a root-to-leaf path of depth + 1 nodes is what "
+    throw Error(depth + " must be in 1.." + str(kTreeMaxPath - 1) + " (a root-to-leaf path of depth + 1 nodes is what "
                 "the attention and commit kernels hold: at most " + str(kTreeMaxPath) + "), got " + str(D));
   const uint64_t pool = draft_pool_nodes(K, D);
   if (pool > kTreeMaxNodes) {
-    std::string fix = "lower --depth or --topk";
-    if (max_draft_depth(K) >= 1) fix = "with --topk " + str(K) + " use --depth <= " + str(max_draft_depth(K));
-    if (max_draft_topk(D, V) >= 1) fix += ", with --depth " + str(D) + " use --topk <= " + str(max_draft_topk(D, V));
-    throw Error("--depth " + str(D) + " with --topk " + str(K) + " drafts a candidate pool of " + str(pool) +
+    std::string fix = "lower " + depth + " or " + topk;
+    if (max_draft_depth(K) >= 1) fix = "with " + topk + " " + str(K) + " use " + depth + " <= " + str(max_draft_depth(K));
+    if (max_draft_topk(D, V) >= 1) fix += ", with " + depth + " " + str(D) + " use " + topk + " <= " + str(max_draft_topk(D, V));
+    throw Error(depth + " " + str(D) + " with " + topk + " " + str(K) + " drafts a candidate pool of " + str(pool) +
                 " nodes per head (1 + K + (D-1)*K^2), more than the " + str(kTreeMaxNodes) +
                 " the tree kernels rank in one workgroup: " + fix);
   }
   if (B < 1 || B > pool - 1)
-    throw Error("--budget " + str(B) + " must be in 1.." + str(pool - 1) + " (the candidates depth " + str(D) +
+    throw Error(budget + " " + str(B) + " must be in 1.." + str(pool - 1) + " (the candidates depth " + str(D) +
                 " and top-k " + str(K) + " produce)");
 }
 

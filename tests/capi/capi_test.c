@@ -310,6 +310,13 @@ int main(int argc, char** argv) {
   a.family = req.queue_family;
   vkGetDeviceQueue(a.device, a.family, 0, &a.queue);
 
+  {
+    /* A queue family the device does not have is an argument error that says so. */
+    vkspec_runtime_desc bad = borrowed_desc(&a, a.device, a.queue, 99);
+    vkspec_runtime* none = NULL;
+    CHECK(vkspec_runtime_create(&bad, &none) == VKSPEC_ERROR_INVALID_ARGUMENT && none == NULL);
+    CHECK(strstr(vkspec_last_error(NULL), "queue family 99 does not exist") != NULL);
+  }
   vkspec_runtime_desc rd = borrowed_desc(&a, a.device, a.queue, a.family);
   rd.queue_lock = queue_lock;
   rd.queue_unlock = queue_unlock;

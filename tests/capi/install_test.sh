@@ -37,7 +37,7 @@ C
 cat > "$tmp/consumer/CMakeLists.txt" <<'C'
 cmake_minimum_required(VERSION 3.20)
 project(consumer C)
-find_package(vkspec 0.1 REQUIRED)
+find_package(vkspec 0.2 REQUIRED)
 add_executable(consumer consumer.c)
 target_link_libraries(consumer PRIVATE vkspec::vkspec)
 C
