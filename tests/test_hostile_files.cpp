@@ -245,18 +245,26 @@ TEST_CASE("hostile model: hyperparameters out of range are refused naming the ke
 
 // ---- tokenizer ---------------------------------------------------------------------------------
 
+namespace {
+// The token texts add_placeholder_llama_vocab(w, 300) writes, for a test to change one.
+std::vector<std::string> placeholder_tokens() {
+  std::vector<std::string> toks;
+  for (int i = 0; i < 300; ++i) {
+    char buf[32];
+    if (i < 3) std::snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+    else if (i < 259) std::snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
+    else std::snprintf(buf, sizeof buf, "<unused_%d>", i);
+    toks.push_back(buf);
+  }
+  return toks;
+}
+}  // namespace
+
 TEST_CASE("hostile tokenizer: a malformed SPM byte token is refused naming the token and its id") {
   for (const char* bad : {"<0xZZ>", "<0x-1>", "<0x1G>", "<0x+F>", "<0x 1>"}) {
     GgufWriter w;
     add_placeholder_llama_vocab(w, 300);
-    std::vector<std::string> toks;
-    for (int i = 0; i < 300; ++i) {
-      char buf[32];
-      if (i < 3) std::snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-      else if (i < 259) std::snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
-      else std::snprintf(buf, sizeof buf, "<unused_%d>", i);
-      toks.push_back(buf);
-    }
+    std::vector<std::string> toks = placeholder_tokens();
     toks[5] = bad;  // was <0x02>, type byte
     w.add_array_string("tokenizer.ggml.tokens", toks);
     TempFile f("badbyte.gguf");
@@ -514,14 +522,7 @@ TEST_CASE("hostile messages: control bytes quoted from a file are shown as \\xNN
 TEST_CASE("hostile tokenizer: a byte the vocabulary has no token for (and no <unk>) is refused, not dropped") {
   GgufWriter w;
   add_placeholder_llama_vocab(w, 300);
-  std::vector<std::string> toks;
-  for (int i = 0; i < 300; ++i) {
-    char buf[32];
-    if (i < 3) std::snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-    else if (i < 259) std::snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
-    else std::snprintf(buf, sizeof buf, "<unused_%d>", i);
-    toks.push_back(buf);
-  }
+  std::vector<std::string> toks = placeholder_tokens();
   toks[3 + 'h'] = "<unused_h>";  // no <0x68> token
   w.add_array_string("tokenizer.ggml.tokens", toks);
   std::vector<int32_t> types(300, 5);

@@ -106,12 +106,13 @@ case "${1:-}" in
     configure
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON \
       -DVKSPEC_SHADERS_FROM="$PWD/build" >&2
-    # Only what the three entries below run: the suite binary and the CLI.
-    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli >&2
+    # Only what the four entries below run: the suite binary, the CLI and the C API's hostile
+    # caller (with the shared library it links).
+    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli vkspec_capi_hostile_test >&2
     cd build-asan
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
     export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-    exec ctest --output-on-failure -j 2 -R '^(suite_sanitized|cli|hostile)$'
+    exec ctest --output-on-failure -j 2 -R '^(suite_sanitized|cli|hostile|capi_hostile)$'
     ;;
   soak)
     # Long run: VKSPEC_SOAK_TOKENS (default 10,000) tokens per strategy against ar, memory flat.

@@ -20,26 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_check.h"
 #include "vkspec/vkspec.h"
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-      ++g_failures;                                                              \
-    }                                                                            \
-  } while (0)
-#define REQUIRE_OK(call, handle)                                                                                \
-  do {                                                                                                          \
-    vkspec_status s_ = (call);                                                                                  \
-    if (s_ != VKSPEC_OK) {                                                                                      \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, vkspec_status_name(s_),               \
-              vkspec_last_error(handle));                                                                       \
-      exit(1);                                                                                                  \
-    }                                                                                                           \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;

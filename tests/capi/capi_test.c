@@ -18,29 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "capi_check.h"
 #include "vkspec/vkspec.h"
 
-static int g_failures = 0;
 static unsigned g_validation_messages = 0;
 static const char* g_cli;
 static char g_src[1024];
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-      ++g_failures;                                                              \
-    }                                                                            \
-  } while (0)
-#define REQUIRE_OK(call, handle)                                                                                \
-  do {                                                                                                          \
-    vkspec_status s_ = (call);                                                                                  \
-    if (s_ != VKSPEC_OK) {                                                                                      \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, vkspec_status_name(s_),               \
-              vkspec_last_error(handle));                                                                       \
-      exit(1);                                                                                                  \
-    }                                                                                                           \
-  } while (0)
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev, VkDebugUtilsMessageTypeFlagsEXT type,
                                                  const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
