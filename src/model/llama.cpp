@@ -67,26 +67,26 @@ DeviceWeight upload_gguf_weight(Context& ctx, const std::vector<const GgufTensor
     raw.clear();
     for (; j < parts.size() && parts[j]->type == t; ++j) rows += parts[j]->n_elements / K;
     // bf16 goes to f16 unless a value lies past f16's range (65504), where it would become inf and
-    // every logit NaN: such a run goes to f32, computed as the file says.
-    bool bf16_as_f32 = false;
-    for (size_t k = i; k < j && t == GgmlType::BF16 && !bf16_as_f32; ++k)
-      for (float x : dequantize_tensor(*parts[k]))
-        if (std::fabs(x) > 65504.0f) {
-          bf16_as_f32 = true;
-          break;
-        }
+    // every logit NaN: such a run goes to f32, computed as the file says. Each tensor is
+    // dequantized once.
+    std::vector<float> vals;
     for (size_t k = i; k < j; ++k) {
       if (t != GgmlType::BF16) {
         raw.insert(raw.end(), parts[k]->data, parts[k]->data + parts[k]->n_bytes);
         continue;
       }
-      for (float x : dequantize_tensor(*parts[k])) {
-        if (bf16_as_f32) {
-          raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&x), reinterpret_cast<const uint8_t*>(&x) + 4);
-        } else {
-          const uint16_t h = f32_to_f16(x);
-          raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + 2);
-        }
+      const std::vector<float> v = dequantize_tensor(*parts[k]);
+      vals.insert(vals.end(), v.begin(), v.end());
+    }
+    const bool bf16_as_f32 =
+        t == GgmlType::BF16 && std::any_of(vals.begin(), vals.end(), [](float x) { return std::fabs(x) > 65504.0f; });
+    if (bf16_as_f32) {
+      raw.assign(reinterpret_cast<const uint8_t*>(vals.data()), reinterpret_cast<const uint8_t*>(vals.data() + vals.size()));
+    } else if (t == GgmlType::BF16) {
+      raw.resize(vals.size() * 2);
+      for (size_t e = 0; e < vals.size(); ++e) {
+        const uint16_t h = f32_to_f16(vals[e]);
+        std::memcpy(raw.data() + 2 * e, &h, 2);
       }
     }
     const WeightType wt = t != GgmlType::BF16 ? WeightType(uint32_t(t)) : bf16_as_f32 ? WeightType::F32 : WeightType::F16;
