@@ -20,6 +20,8 @@ uint order_key(float x) {
 }
 
 bool is_nan_bits(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+// NaN or ±inf, from the bits likewise.
+bool is_nonfinite_bits(float x) { return (floatBitsToUint(x) & 0x7f800000u) == 0x7f800000u; }
 
 // (a, ia) ranks strictly before (b, ib).
 bool ranks_before(float a, uint ia, float b, uint ib) {

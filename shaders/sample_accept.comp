@@ -11,19 +11,24 @@
 // tree repeats tokens under the root) share one context, so after accepting x the walk continues
 // from all of them at once; p comes from the lowest-index one.
 //
+// A node whose logits row held NaN or ±inf (nonfinite[], from sample_probs) ends the walk there
+// and its draw is flagged kTokenNonFinite: nothing is taken from a broken verifier's row.
+//
 // Invocation 0 walks (the walk is sequential: a try depends on the previous outcome); the final
 // draw from what is left is a workgroup-wide inverse CDF in index order.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "philox.glsl"
 #include "vkspec/tree_limits.h"
+#include "vkspec/step_state.h"
 layout(set = 0, binding = 0, std430) readonly buffer Tok { uint token[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Par { int parent[]; };
 layout(set = 0, binding = 2, std430) readonly buffer Head { uint head[]; };
 layout(set = 0, binding = 3, std430) readonly buffer P { float p[]; };       // (n, V)
 layout(set = 0, binding = 4, std430) writeonly buffer Info { uint info[]; }; // (trials, 16)
 layout(set = 0, binding = 5, std430) writeonly buffer Acc { uint accepted[]; };  // (trials, A)
-#define DYN_BINDING 6
+layout(set = 0, binding = 6, std430) readonly buffer Bad { uint nonfinite[]; };   // (n): from sample_probs
+#define DYN_BINDING 7
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot;
@@ -72,6 +77,7 @@ void main() {
       const uint po = pc.p_offset + r * pc.p_stride;
       float gone = 0.0;  // mass of the tokens rejected at this level
       n_rej = 0;
+      if (nonfinite[r] != 0u) break;  // no child may be accepted from a non-finite row
       int hit = -1;
       for (uint j = r + 1; j < pc.n; ++j) {
         if (level[uint(parent[j])] != e + 1) continue;
@@ -152,6 +158,8 @@ void main() {
     if (e > 0)
       for (uint j = rep; j < pc.n; ++j)
         if (level[j] == e + 1) hd |= head[j];
+    // The walk stopped at a row whose logits were not finite: its draw is no token (advance.glsl).
+    if (nonfinite[rep] != 0u) next |= kTokenNonFinite;
     const uint io = b * kTreeInfoWords;
     info[io + kInfoAccepted] = e;
     info[io + kInfoBestRow] = 0;  // not tracked (the path is in `accepted`)

@@ -8,7 +8,8 @@
 // (WG is fixed on the host), so the row is the same whatever the device or the batch.
 // Non-finite logits (a broken verifier): the order is order.glsl's (NaN last); a NaN logit has
 // probability 0, and when the row's maximum is +inf (or -inf) the tokens at it share the mass
-// equally — see weight(). A row of only NaN is uniform. So p is always a distribution.
+// equally — see weight(). A row of only NaN is uniform. So p is always a distribution; such a
+// row is also marked in `nonfinite`, and sample_accept takes no token from it.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 #include "reduce.glsl"
@@ -25,7 +26,8 @@ layout(set = 0, binding = 1, std430) coherent buffer P { float p[]; };        //
 layout(set = 0, binding = 2, std430) readonly buffer Seq { uint seq_tokens[]; };  // y[0..t]
 layout(set = 0, binding = 3, std430) readonly buffer Tok { uint token[]; };   // tree
 layout(set = 0, binding = 4, std430) readonly buffer Par { int parent[]; };   // tree
-#define DYN_BINDING 5
+layout(set = 0, binding = 5, std430) writeonly buffer Bad { uint nonfinite[]; };  // tree: (N)
+#define DYN_BINDING 6
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint V, x_offset, x_stride, p_offset, p_stride;
@@ -125,10 +127,19 @@ void main() {
     for (uint k = 0; k < rest && k <= t; ++k) win[n++] = seq_tokens[t - k];
     n_win = pc.penalty == 1.0 ? 0u : n;
   }
+  bool bad = false;
   for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
     const uint i = i0 + u * WG;
-    if (i < pc.V) p[yo + i] = x[xo + i];
+    if (i < pc.V) {
+      const float l = x[xo + i];
+      bad = bad || is_nonfinite_bits(l);
+      p[yo + i] = l;
+    }
   }
+  // Whether the row's logits hold NaN or ±inf, for sample_accept: it emits nothing drawn from
+  // such a row (the row below still gets its distribution).
+  const uint row_bad = wg_max_u(bad ? 1u : 0u);
+  if (lid == 0) nonfinite[row] = row_bad;
   memoryBarrierShared();
   memoryBarrierBuffer();
   barrier();

@@ -57,4 +57,11 @@ void throw_vk_error(VkResult r, const char* call, const char* file, int line) {
   throw VulkanError(os.str(), r);
 }
 
+void throw_nonfinite_logits(uint64_t position, const std::string& detail, bool f16_cache) {
+  throw NonFiniteLogits("the logits computed at position " + std::to_string(position) + " are not finite" +
+                        (detail.empty() ? "" : " (" + detail + ")") +
+                        ": the model's weights overflow float arithmetic (a damaged or crafted file" +
+                        (f16_cache ? "; with an f16 KV cache a cached value past 65504 does too" : "") + ")");
+}
+
 }  // namespace vkspec

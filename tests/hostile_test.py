@@ -445,6 +445,14 @@ def numeric_mutants(tmp):
                   ["logits", "-m", path, "--tokens", "1 72 101 108", "--out", out], path="", must_name=["are not finite"])
     check_refused("an output norm of 3e38: perplexity refused, not NaN",
                   ["perplexity", "-m", path, "--tokens", " ".join(["72"] * 16), "--ctx", "8"], path="", must_name=["are not finite"])
+    # generate: the step's argmax / sampling kernels flag such a row; no token comes from it, greedy
+    # or sampled, plain or speculative (the generation used to print token 0 or noise, exit 0).
+    heads = ",".join(os.path.join(ROOT, "models", h) for h in ("head1", "head2"))
+    for extra in ([], ["--temp", "0.8"], ["--heads", heads, "--strategy", "merge"],
+                  ["--heads", heads, "--strategy", "route", "--temp", "0.8"]):
+        check_refused(f"an output norm of 3e38: generate {' '.join(extra)} refused, no tokens from NaN logits",
+                      ["generate", "-m", path, "--tokens", "1 72 101 108", "-n", "8"] + extra, path="",
+                      must_name=["position 3 are not finite"])
 
 
 def prompt_mutants():

@@ -53,8 +53,11 @@ inline std::vector<float> uniform(size_t n, std::mt19937& rng, float a) {
 // poison_output: an untied output.weight (the embedding) whose rows make hostile logits — rows
 // 3 and 40 NaN, row 7 / row 11 with one +inf / -inf weight (a logit of +-inf by the sign of the
 // hidden state's first entry), what a broken checkpoint gives the verifier's argmax.
+// nan_embedding_row >= 0: that token's embedding row is NaN and output.weight is the clean
+// embedding, untied: the logits are those of the tied file until the token is an input.
 inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float mix, int V = 96, int C = 64, int L = 2,
-                                  bool poison_output = false, int context_length = 512, uint32_t window = 0) {
+                                  bool poison_output = false, int context_length = 512, uint32_t window = 0,
+                                  int nan_embedding_row = -1) {
   LlamaConfig cfg;
   cfg.C = C, cfg.H = 4, cfg.Hkv = 2, cfg.D = C / 4, cfg.F = 96, cfg.V = V, cfg.L = L, cfg.ctx = context_length;
   cfg.sliding_window = window;
@@ -63,7 +66,13 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
   add_llama_metadata(w, cfg, "spec-test");
   const uint64_t uC = C, uV = V, uF = cfg.F, KV = uint64_t(cfg.Hkv) * cfg.D;
   auto emb = uniform(uV * uC, rng, 1.0f);
-  w.add_tensor_f32("token_embd.weight", {uC, uV}, emb, GgmlType::F32);
+  if (nan_embedding_row >= 0) {
+    std::vector<float> broken = emb;
+    std::fill_n(broken.begin() + size_t(nan_embedding_row) * C, C, std::numeric_limits<float>::quiet_NaN());
+    w.add_tensor_f32("token_embd.weight", {uC, uV}, broken, GgmlType::F32);
+  } else {
+    w.add_tensor_f32("token_embd.weight", {uC, uV}, emb, GgmlType::F32);
+  }
   std::vector<float> ones(C, 1.0f);
   auto norm = uniform(uC, rng, 0.5f);
   for (auto& x : norm) x += 1.0f;
@@ -82,6 +91,7 @@ inline LlamaConfig write_verifier(const std::string& path, uint32_t seed, float 
     w.add_tensor_f32(name("ffn_down.weight"), {uF, uC}, uniform(uF * uC, rng, mix / std::sqrt(float(cfg.F))),
                      GgmlType::F32);
   }
+  if (nan_embedding_row >= 0) w.add_tensor_f32("output.weight", {uC, uV}, emb, GgmlType::F32);
   if (poison_output) {
     std::vector<float> out = emb;
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -188,6 +198,7 @@ struct RigOptions {
   uint32_t context = 256, rows = 64;  // KV capacity and rows per pass, verifier and heads
   bool nan_head1 = false;      // write_head(nan): head 1's weights are NaN
   bool poison_output = false;  // write_verifier(poison_output): NaN / +-inf logits
+  int nan_embedding = -1;      // write_verifier(nan_embedding_row): this token's input row is NaN
   KvType kv_type = KvType::F16;  // ModelOptions::kv_type, kv_streams_per_buffer
   uint32_t kv_streams_per_buffer = 0;
   uint32_t window = 0;  // the verifier's sliding window (0: none)
@@ -203,14 +214,14 @@ struct SpecRig {
   std::unique_ptr<EagleHead> head1, head2;
   SpecRig(Context& ctx, const std::string& name, const RigOptions& o)
       : gguf(name + ".gguf"), h1(name + "_h1"), h2(name + "_h2") {
-    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output, 512, o.window);
+    cfg = write_verifier(gguf.path, o.seed, o.mix, o.V, o.C, o.L, o.poison_output, 512, o.window, o.nan_embedding);
     write_head(h1.path, cfg, gguf.path, o.seed1, o.mode1, o.noise1, o.nan_head1, {}, o.head1_biases, o.head1_biases);
     write_head(h2.path, cfg, gguf.path, o.seed2, o.mode2, o.noise2);
     file = std::make_unique<GgufFile>(GgufFile::open(gguf.path));
     ModelOptions mo;
     mo.context = o.context;
     mo.max_rows = o.rows;
-    mo.check_finite = !o.poison_output;  // the poisoned rows are meant to reach the kernels
+    mo.check_finite = !o.poison_output && o.nan_embedding < 0;  // the poisoned rows are meant to reach the kernels
     mo.kv_type = o.kv_type;
     mo.kv_streams_per_buffer = o.kv_streams_per_buffer;
     model = std::make_unique<LlamaModel>(ctx, *file, mo);

@@ -13,6 +13,7 @@
 #include "eagle3_test_util.hpp"
 #include "spec_fixtures.hpp"
 #include "tree_order.hpp"
+#include "vkspec/step_state.h"
 #include "vk_fixture.hpp"
 #include "vkspec/engine.hpp"
 #include "vkspec/sample.hpp"
@@ -357,6 +358,53 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
       for (size_t i = 0; i < got.size(); ++i) support += (got[i] > 0) != (want[i] > 0);
       CHECK_MESSAGE(support == 0, what << ": kept sets differ in " << support << " entries");
       check_close(got, want, 1e-6f, 1e-4f, what);
+      // Each row is marked for sample_accept exactly when its logits hold NaN or ±inf.
+      const auto flags = d->nonfinite.read<uint32_t>(N);
+      for (uint32_t i = 0; i < N; ++i) {
+        bool bad = false;
+        for (uint32_t v = 0; v < V; ++v) bad = bad || !std::isfinite(x[size_t(i) * V + v]);
+        CHECK_MESSAGE(flags[i] == (bad ? 1u : 0u), what << " row " << i);
+      }
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(VkTest, "sampling: the walk takes nothing from a node whose logits were not finite, and flags its draw") {
+  // Chain root 0 → 1 (token 3) → 2 (token 4); p makes every trial accept both: the root's row is
+  // one-hot at 3, node 1's at 4. A node marked non-finite stops the walk there, and the next root
+  // drawn from it carries kTokenNonFinite (advance.glsl then emits nothing from it).
+  HostTree tr;
+  tr.push(1, -1, 0);
+  tr.push(3, 0, 1);
+  tr.push(4, 1, 1);
+  std::vector<float> P(3 * size_t(kV), 0.0f);
+  P[3] = 1.0f, P[kV + 4] = 1.0f;
+  for (uint32_t v = 0; v < kV; ++v) P[2 * size_t(kV) + v] = 1.0f / kV;
+  const uint32_t trials = 64;
+  for (int bad : {-1, 0, 1, 2}) {
+    auto d = upload(ctx, tr, 3);
+    std::vector<uint32_t> flags(3, 0);
+    if (bad >= 0) flags[bad] = 1;
+    d->nonfinite.upload(flags);
+    Buffer probs(ctx, P.size() * 4), info(ctx, uint64_t(trials) * 64), acc(ctx, uint64_t(trials) * 4 * 4);
+    probs.upload(P);
+    Sequence seq(ctx);
+    seq.begin();
+    AcceptSampleArgs a;
+    a.n = 3, a.V = kV, a.probs = Mat{&probs, 0, kV}, a.seed = 5, a.step = 9, a.trials = trials;
+    a.info = &info, a.accepted = &acc;
+    accept_sample(seq, *d, a);
+    seq.run();
+    const auto in = info.read<uint32_t>(size_t(trials) * 16);
+    // Where the walk ends: node 2 (clean, or marked itself), else the marked node.
+    const uint32_t stop = bad < 0 || bad == 2 ? 2u : uint32_t(bad);
+    for (uint32_t b = 0; b < trials; ++b) {
+      CAPTURE(bad);
+      CAPTURE(b);
+      CHECK(in[b * 16 + kInfoAccepted] == stop);
+      const uint32_t next = in[b * 16 + kInfoNextRoot];
+      CHECK(((next & kTokenNonFinite) != 0) == (bad >= 0));
+      CHECK((next & ~kTokenNonFinite) < kV);
     }
   }
 }
@@ -369,6 +417,7 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G on NaN and ±Inf logits is a distribution
   tr.push(5, 0, 1);
   tr.push(2, 0, 1);
   tr.push(5, 1, 1);
+  tr.push(6, 2, 1);  // a clean row
   const uint32_t N = tr.size(), t = 5;
   auto d = upload(ctx, tr, 3);
   std::vector<uint32_t> hist(t + 1, 1);
@@ -386,7 +435,8 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G on NaN and ±Inf logits is a distribution
           case 0: y = r == 0 ? kNaN : r == 1 ? kInf : r == 2 ? -kInf : f; break;
           case 1: y = kNaN; break;
           case 2: y = v == V / 3 || v == V - 1 ? kInf : r == 0 ? kNaN : f; break;
-          default: y = r < 2 ? kNaN : -kInf; break;
+          case 3: y = r < 2 ? kNaN : -kInf; break;
+          default: y = f; break;
         }
       }
     Buffer logits(ctx, x.size() * 4), probs(ctx, x.size() * 4);

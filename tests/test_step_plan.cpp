@@ -282,15 +282,18 @@ TEST_CASE_FIXTURE(VkTest, "step_advance appends the accepted path, emits tokens 
   }
 }
 
-TEST_CASE_FIXTURE(VkTest, "step_advance with the argmax: y[t+1] is the logits row's arg-max (ties low, NaN last), emitted as ar's") {
-  // Rows of random values with planted ties (equal maxima, the lower id wins) and NaNs (never
-  // chosen while the row has a number); V around the workgroup width and well past it.
+TEST_CASE_FIXTURE(VkTest, "step_advance with the argmax: y[t+1] is the logits row's arg-max (ties low), emitted as ar's; a row with NaN or inf emits nothing and ends the generation") {
+  // Rows of random values with planted ties (equal maxima, the lower id wins); V around the
+  // workgroup width and well past it. Variants 2..4 plant one NaN, +inf or -inf (the whole row
+  // when V == 1) at a place each lane of the workgroup may hold: such a row has no token to emit.
   uint32_t seed = 1;
   for (uint32_t V : {1u, 5u, 8u, 9u, 64u, 300u, 1027u}) {
-    for (int variant = 0; variant < 3; ++variant, ++seed) {
+    for (int variant = 0; variant < 5; ++variant, ++seed) {
       std::vector<float> row = random_floats(V, seed);
       if (variant >= 1 && V > 2) row[V - 1] = row[V / 3] = 2.0f;  // a tie for the max
-      if (variant == 2) row[V / 2] = std::nanf("");               // and a NaN (the whole row when V == 1)
+      const float inf = std::numeric_limits<float>::infinity(), planted[] = {test::kNaN, inf, -inf};
+      if (variant >= 2) row[(V / 2 + seed) % V] = planted[variant - 2];
+      const bool bad = variant >= 2;
       const uint32_t x_offset = 4 * (seed % 3), t = 3 + seed % 5;
       std::vector<float> xs(x_offset + V, -9.0f);
       std::copy(row.begin(), row.end(), xs.begin() + x_offset);
@@ -312,12 +315,16 @@ TEST_CASE_FIXTURE(VkTest, "step_advance with the argmax: y[t+1] is the logits ro
       CAPTURE(V);
       CAPTURE(variant);
       const auto seqv = sb.read<uint32_t>(64);
-      CHECK(seqv[t + 1] == want);
-      CHECK(seqv[t] == 777);  // nothing else written
+      CHECK(seqv[t + 1] == want);  // a valid id even from a bad row: the next step's gate reads past it
+      CHECK(seqv[t] == 777);       // nothing else written
       CHECK(seqv[t + 2] == 777);
-      CHECK(o[kOutCount] == 1);
-      CHECK(o[kOutTokens] == want);
-      CHECK(state.read<uint32_t>(kStateWords)[kStateT] == t + 1);
+      CHECK(o[kOutCount] == (bad ? 0u : 1u));
+      CHECK(o[kOutDone] == (bad ? 1u : 0u));
+      CHECK(o[kOutFault] == (bad ? t + 1 : 0u));  // 1 + the row's position t
+      if (!bad) CHECK(o[kOutTokens] == want);
+      const auto st = state.read<uint32_t>(kStateWords);
+      CHECK(st[kStateT] == t + 1);
+      CHECK(st[kStateDone] == (bad ? 1u : 0u));
     }
   }
 }

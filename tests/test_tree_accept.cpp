@@ -58,10 +58,8 @@ AcceptRun run_accept(Context& ctx, const HostTree& t, uint32_t max_depth, const 
   return r;
 }
 
-TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy (and argmax_accept_greedy) finds the longer match under the second duplicate sibling") {
-  // Merged tree: root 0; head 1: 1 (tok 5) → 2 (tok 7); head 2: 3 (tok 5) → 4 (tok 9) → 5 (tok 11).
-  // The verifier says 5, 9, 11, 42: following the first matching child (node 1) would stop at
-  // a = 1; the scan over all rows must find a = 3 on the head-2 path.
+// Merged tree: root 0 (tok 100); head 1: 1 (tok 5) → 2 (tok 7); head 2: 3 (tok 5) → 4 (tok 9) → 5 (tok 11).
+HostTree duplicate_sibling_tree() {
   HostTree t;
   t.push(100, -1, 0, 0, 0);
   t.push(5, 0, 1, -0.1f, 1);
@@ -69,6 +67,13 @@ TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy (and argmax_accept_greedy) finds 
   t.push(5, 0, 1, -0.1f, 2);
   t.push(9, 3, 2, -0.3f, 2);
   t.push(11, 4, 3, -0.4f, 2);
+  return t;
+}
+
+TEST_CASE_FIXTURE(VkTest, "tree: accept_greedy (and argmax_accept_greedy) finds the longer match under the second duplicate sibling") {
+  // The verifier says 5, 9, 11, 42: following the first matching child (node 1) would stop at
+  // a = 1; the scan over all rows must find a = 3 on the head-2 path.
+  const HostTree t = duplicate_sibling_tree();
   std::vector<uint32_t> argmax{5, 8, 0, 9, 11, 42};
   for (bool fused : {false, true})
   for (uint32_t wg : kWorkgroups) {
@@ -205,6 +210,72 @@ TEST_CASE_FIXTURE(VkTest, "tree: argmax_accept_greedy with the advance equals it
   CHECK(checked > 0);  // some runs reached the limit or the stop token
   const auto messages = small.take_validation_messages();
   CHECK_MESSAGE(messages.empty(), messages.size() << " validation messages on the 10-buffer context");
+}
+
+// A verifier row with NaN or inf (weights that overflow): the greedy step emits the accepted path
+// up to that node and ends the generation there, naming the row's position; a bad row off the
+// accepted path changes nothing. Fused (the advance in the acceptance) and not, both workgroup sizes.
+TEST_CASE_FIXTURE(VkTest, "tree: a verifier row with NaN or inf ends the greedy step at its node, emitting the path before it") {
+  // The duplicate-sibling tree; row maxima 5, 8, 0, 9, 11, 42: clean, the path is 0, 3, 4, 5 (a = 3).
+  const HostTree tr = duplicate_sibling_tree();
+  const uint32_t n = 6, D = 4, V = 64, t0 = 7;
+  const std::vector<uint32_t> argmax{5, 8, 0, 9, 11, 42};
+  struct Case {
+    int bad_row;  // -1: none
+    float value;
+    std::vector<uint32_t> emitted;
+    uint32_t fault;  // kOutFault: 0, or 1 + the bad row's position
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const Case cases[] = {
+      {-1, 0.0f, {5, 9, 11, 42}, 0},
+      {4, kNaN, {5, 9}, t0 + 3},  // node 4 (position t0 + 2): its child 11 is not accepted, no next root
+      {5, inf, {5, 9, 11}, t0 + 4},
+      {0, -inf, {}, t0 + 1},      // the root's own row: nothing at all
+      {2, kNaN, {5, 9, 11, 42}, 0},  // node 2 is off the accepted path
+  };
+  for (const Case& c : cases)
+    for (bool fused : {false, true})
+      for (uint32_t wg : kWorkgroups) {
+        std::vector<float> x(size_t(n) * V);
+        std::mt19937 rng(wg + n);
+        for (auto& v : x) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+        for (uint32_t i = 0; i < n; ++i) x[size_t(i) * V + argmax[i]] = 2.0f;
+        if (c.bad_row >= 0) x[size_t(c.bad_row) * V + 33 + wg % 7] = c.value;
+        DeviceTree d(ctx, n, D);
+        upload_tree(d, tr);
+        Buffer logits(ctx, x.size() * 4), am(ctx, n * 4), acc(ctx, (D + 1) * 4), arrivals(ctx, 16);
+        logits.upload(x);
+        arrivals.upload(std::vector<uint32_t>(4, 0));
+        Buffer state(ctx, kStateWords * 4), sb(ctx, 64 * 4), out(ctx, (kOutTokens + 64) * 4);
+        std::vector<uint32_t> st(kStateWords, 0), seqv(64, 777), o(kOutTokens + 64, 0);
+        st[kStateT] = t0;
+        seqv[t0] = 100;
+        o[kOutLimit] = 64;
+        state.upload(st);
+        sb.upload(seqv);
+        out.upload(o);
+        Sequence seq(ctx);
+        seq.begin();
+        tree_meta(seq, d, n, 0, wg_cfg(wg));
+        const StepAdvanceArgs adv{&state, &sb, &out, kInfoBestHead};
+        argmax_accept_greedy(seq, Mat{&logits, 0, V}, n, V, d, am, acc, arrivals, fused ? &adv : nullptr, nullptr,
+                             wg_cfg(wg));
+        if (!fused) step_advance(seq, state, &d, &acc, sb, out, true, kInfoBestHead);
+        seq.run();
+        INFO("bad row " << c.bad_row << (fused ? " fused" : "") << " wg " << wg);
+        const auto ol = out.read<uint32_t>(kOutTokens + 64), stv = state.read<uint32_t>(kStateWords);
+        const auto sq = sb.read<uint32_t>(64);
+        CHECK(std::vector<uint32_t>(ol.begin() + kOutTokens, ol.begin() + kOutTokens + ol[kOutCount]) == c.emitted);
+        CHECK(ol[kOutFault] == c.fault);
+        CHECK(ol[kOutDone] == (c.fault ? 1u : 0u));
+        CHECK(stv[kStateDone] == (c.fault ? 1u : 0u));
+        // The sequence holds the path and a valid id where the next root would be, never the flag.
+        const uint32_t t_new = t0 + uint32_t(c.fault ? c.fault - t0 : c.emitted.size());
+        for (uint32_t i = 0; i < c.emitted.size(); ++i) CHECK(sq[t0 + 1 + i] == c.emitted[i]);
+        CHECK(sq[t_new] < V);
+        CHECK(sq[t_new + 1] == 777);
+      }
 }
 
 // argmax_accept_greedy with the advance and the commit folded in: the cache streams, the gathered

@@ -1,6 +1,7 @@
 // Errors that explain: every failure names the call or the file/field and what was expected.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -9,7 +10,9 @@
 namespace vkspec {
 
 // A message as it may be printed: control bytes other than newline and tab (a NUL, which would
-// end what() early, or a terminal escape sequence, quoted from a file's metadata) as \xNN.
+// end what() early, or a terminal escape sequence, quoted from a file's metadata) and bytes that
+// are no UTF-8 character as \xNN; past 4 KiB (a megabyte string quoted from a file), the middle
+// is left out, and the message says how many bytes.
 std::string printable_message(const std::string& s);
 
 // Everything vkspec throws. The message is meant for the user: it names the problem.
@@ -17,6 +20,15 @@ struct Error : std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(printable_message(what)) {}
   explicit Error(const char* what) : Error(std::string(what)) {}
 };
+
+// Finite weights whose arithmetic left float's range (a damaged or crafted file): the logits
+// computed at some position hold NaN or inf, so no token or score can come from them. The C
+// API's VKSPEC_ERROR_MODEL. `detail` (may be empty) says which entry; `f16_cache`: the KV cache
+// stores f16, whose range ends at 65504, which the message then mentions.
+struct NonFiniteLogits : Error {
+  using Error::Error;
+};
+[[noreturn]] void throw_nonfinite_logits(uint64_t position, const std::string& detail, bool f16_cache);
 
 // A Vulkan call failed (the C API's VKSPEC_ERROR_VULKAN, or VKSPEC_ERROR_OUT_OF_MEMORY).
 struct VulkanError : Error {

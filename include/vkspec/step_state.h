@@ -34,12 +34,17 @@ VKSPEC_U32(kStatePrevT, 1u)     /* t before the last step: the heads ingest pair
 VKSPEC_U32(kStateAccepted, 2u)  /* a of the last step: its ingest's root row */
 VKSPEC_U32(kStateDone, 3u)      /* 1 once a stop token or the token limit was emitted */
 
+/* A token id with this bit set was taken from a logits row holding NaN or ±inf: no token can
+ * be emitted from it (argmax_row.glsl, sample_accept.comp; advance.glsl ends the generation). */
+VKSPEC_U32(kTokenNonFinite, 0x80000000u)
+
 /* The output list (u32 words, host-visible): a header, then the emitted token ids. */
 VKSPEC_U32(kOutCount, 0u)       /* tokens emitted so far (prefill's token included) */
 VKSPEC_U32(kOutDone, 1u)        /* mirrors kStateDone for the host */
 VKSPEC_U32(kOutSteps, 2u)       /* speculative steps run (not counting no-op steps) */
 VKSPEC_U32(kOutLimit, 3u)       /* tokens to emit at most (set by the host) */
 VKSPEC_U32(kOutStopCount, 4u)   /* number of stop tokens (set by the host) */
+VKSPEC_U32(kOutFault, 5u)       /* 0, or 1 + the position whose logits row was not finite (then done) */
 VKSPEC_U32(kOutWins, 8u)        /* [4] steps by winning head (0 none, 1, 2, 3 both) */
 VKSPEC_U32(kOutStop, 16u)       /* [kOutMaxStop] stop token ids (set by the host) */
 VKSPEC_U32(kOutMaxStop, 16u)
@@ -49,7 +54,7 @@ VKSPEC_U32(kOutTokens, 96u)     /* emitted token ids */
 
 #ifdef __cplusplus
 static_assert(kStateDone < kStateWords);
-static_assert(kOutWins + 4 <= kOutStop && kOutStop + kOutMaxStop <= kOutHist && kOutHist + kOutHistWords <= kOutTokens);
+static_assert(kOutFault < kOutWins && kOutWins + 4 <= kOutStop && kOutStop + kOutMaxStop <= kOutHist && kOutHist + kOutHistWords <= kOutTokens);
 }  // namespace vkspec
 #endif
 #undef VKSPEC_U32

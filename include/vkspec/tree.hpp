@@ -29,6 +29,9 @@ struct DeviceTree {
   DeviceTree(Context& ctx, uint32_t cap, uint32_t max_depth);
   uint32_t cap = 0, max_depth = 0, mask_words = 0;
   Buffer token, parent, depth, score, head, mask, pos, retrieve, info;
+  // Per node: 1 where sample_probs found NaN or ±inf in its logits row (sample_accept takes no
+  // token from it). Zero until a sample_probs writes it.
+  Buffer nonfinite;
 };
 
 // Slots of DeviceTree::info (kInfoNodes, ...) and the kernels' node limits (kTreeMaxNodes,

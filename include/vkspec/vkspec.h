@@ -82,7 +82,8 @@ typedef enum vkspec_status {
   VKSPEC_DONE = 2,       /* vkspec_step_submit: the generation is over (stop, limit or cancel) */
   VKSPEC_ERROR_INVALID_ARGUMENT = -1, /* a NULL handle, an option out of range, a bad prompt */
   VKSPEC_ERROR_MISSING_FEATURE = -2,  /* the device lacks (or was created without) what vkspec needs */
-  VKSPEC_ERROR_MODEL = -3,            /* a model or head file was refused (the text names file and field) */
+  VKSPEC_ERROR_MODEL = -3,            /* a model or head file was refused (the text names file and field),
+                                       or its weights overflowed float arithmetic in a generation */
   VKSPEC_ERROR_VULKAN = -4,           /* a Vulkan call failed */
   VKSPEC_ERROR_OUT_OF_MEMORY = -5,    /* host or device memory */
   VKSPEC_ERROR_STATE = -6,            /* a call out of order (e.g. poll before any generation) */
@@ -276,7 +277,10 @@ VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* ctx, const vksp
  * first), or VKSPEC_DONE (the generation is over, whether or not a poll has collected its last
  * tokens yet: nothing is submitted). */
 VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* ctx, uint32_t steps);
-/* Never waits. New tokens once the GPU is done with the last submission. */
+/* Never waits. New tokens once the GPU is done with the last submission. VKSPEC_ERROR_MODEL
+ * when the model computed logits with NaN or inf (weights that overflow float arithmetic: a damaged
+ * or crafted file): the generation ended there, the tokens before that position came in earlier
+ * polls, and vkspec_last_error names the position. vkspec_generate returns it too. */
 VKSPEC_API vkspec_status vkspec_poll(vkspec_context* ctx, vkspec_poll_result* out);
 /* Blocks until the submission in flight, if any, is done. */
 VKSPEC_API vkspec_status vkspec_wait(vkspec_context* ctx);

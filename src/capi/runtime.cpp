@@ -111,6 +111,9 @@ vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
   } catch (const Cancelled& e) {
     err = e.what();
     return VKSPEC_ERROR_CANCELLED;
+  } catch (const NonFiniteLogits& e) {
+    err = e.what();
+    return VKSPEC_ERROR_MODEL;
   } catch (const VulkanError& e) {
     err = e.what();
     return e.result == VK_ERROR_OUT_OF_DEVICE_MEMORY || e.result == VK_ERROR_OUT_OF_HOST_MEMORY ? VKSPEC_ERROR_OUT_OF_MEMORY

@@ -49,10 +49,8 @@ void ChainRunner::run(std::span<const uint32_t> tokens, uint32_t from,
       // cache's range): such a row is refused, never written or scored as NaN.
       for (uint32_t v = 0; v < V; ++v)
         if (!std::isfinite(row_[v]))
-          throw Error("the logits computed at position " + std::to_string(c0 + i) + " are not finite (entry " +
-                      std::to_string(v) + " is " + (std::isnan(row_[v]) ? "NaN" : "inf") +
-                      "): the model's weights overflow float arithmetic (a damaged or crafted file" +
-                      (model_.kv_type() == KvType::F16 ? "; with --kv-type f16 a cached value past 65504 does too" : "") + ")");
+          throw_nonfinite_logits(c0 + i, "entry " + std::to_string(v) + " is " + (std::isnan(row_[v]) ? "NaN" : "inf"),
+                                 model_.kv_type() == KvType::F16);
       on_row(c0 + i, row_);
     }
   }

@@ -74,9 +74,10 @@ void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, 
                 (o.temperature > 0 ? "; use --temp 0" : ""));
   ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t.base, o.repeat_window, o.top_k,
                  o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty, t.slot};
-  const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 6, sizeof(push), fixed_workgroup(cfg));
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 7, sizeof(push), fixed_workgroup(cfg));
   seq.dispatch(p,
-               {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent), t.binding(seq_tokens)},
+               {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent), out(tree.nonfinite),
+                t.binding(seq_tokens)},
                push, N, 1, 1, "sample_probs");
 }
 
@@ -85,10 +86,10 @@ void accept_sample(Sequence& seq, const DeviceTree& tree, const AcceptSampleArgs
   const Buffer& info = a.info ? *a.info : tree.info;
   AcceptPush push{a.n,        a.V,  a.probs.offset,         a.probs.stride,
                   tree.max_depth + 1, a.step.base, uint32_t(a.seed), uint32_t(a.seed >> 32), a.step.slot};
-  const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 7, sizeof(push), fixed_workgroup(cfg));
+  const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 8, sizeof(push), fixed_workgroup(cfg));
   seq.dispatch(p,
                {in(tree.token), in(tree.parent), in(tree.head), a.probs.in(), out(info), out(*a.accepted),
-                a.step.binding(tree.token)},
+                in(tree.nonfinite), a.step.binding(tree.token)},
                push, a.trials, 1, 1, "accept_sample");
 }
 

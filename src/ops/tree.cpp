@@ -32,6 +32,8 @@ DeviceTree::DeviceTree(Context& ctx, uint32_t cap_, uint32_t max_depth_)
   pos = Buffer(ctx, n * 4);
   retrieve = Buffer(ctx, n * (max_depth_ + 1) * 4);
   info = Buffer(ctx, kTreeInfoWords * 4);
+  nonfinite = Buffer(ctx, n * 4);
+  nonfinite.upload(std::vector<uint32_t>(cap_, 0u));
 }
 
 namespace {

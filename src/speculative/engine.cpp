@@ -46,6 +46,7 @@ struct Engine::Parts::Run {
   std::unique_ptr<Sequence> prefill;
   uint32_t n_new = 0, seen = 0;
   bool begun = false, finished = false, cancelled = false;
+  uint32_t fault = 0;  // the output list's kOutFault once finished: 1 + a non-finite row's position
   uint64_t next() { return counter ? ++*counter : 0; }
 };
 
@@ -285,7 +286,7 @@ void Engine::begin(const std::vector<uint32_t>& prompt, uint32_t n_new) {
   Parts& p = *parts_;
   Parts::Run& r = *p.run;
   StepBuffers& b = p.buffers;
-  r.begun = true, r.cancelled = false, r.finished = n_new == 0, r.n_new = n_new, r.seen = 0;
+  r.begun = true, r.cancelled = false, r.finished = n_new == 0, r.n_new = n_new, r.seen = 0, r.fault = 0;
   if (n_new == 0) return;  // nothing asked for: not even the prefill's token
   // The output list's header: cleared, the limit and the stop tokens.
   uint32_t* out = static_cast<uint32_t*>(b.out_list.mapped());
@@ -332,8 +333,14 @@ Engine::Progress Engine::poll() {
     if (n > r.seen) pr.tokens.assign(out + kOutTokens + r.seen, out + kOutTokens + n);
     r.seen = std::max(r.seen, n);
     r.finished = out[kOutDone] != 0;
+    if (r.finished) r.fault = out[kOutFault];
   }
-  pr.done = !r.begun || r.cancelled || r.finished;
+  // The generation ended at a row of NaN or inf logits: the tokens before it come first, then
+  // this poll and every later one report it.
+  if (r.fault && !r.cancelled && pr.tokens.empty())
+    throw_nonfinite_logits(r.fault - 1, "after " + std::to_string(r.seen) + " generated tokens",
+                           model_.kv_type() == KvType::F16);
+  pr.done = !r.begun || r.cancelled || (r.finished && !r.fault);
   return pr;
 }
 
@@ -412,6 +419,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
         st.kernel_timeline[i].us += tm.kernels[i].us;
     }
   }
+  if (p.run->fault) poll();  // throws NonFiniteLogits: the tokens before the row were all emitted
   const uint32_t* out = static_cast<const uint32_t*>(p.buffers.out_list.mapped());
   const double cpu_us = thread_cpu_us() - cpu1;
   st.seconds = std::chrono::duration<double>(clock::now() - t1).count();
