@@ -207,7 +207,7 @@ rm -rf "$tmpd"
 expect_error "logits without --out is refused" "no output file: --out" logits -m "$m" --tokens "1 2"
 expect_error "logits with two token sources is refused" "give exactly one of --tokens" logits -m "$m" --tokens "1 2" --text hi --out /dev/null
 expect_error "logits: an id outside the vocabulary is refused" "outside the model" logits -m "$m" --tokens "1 256" --out /dev/null
-expect_error "logits: an unwritable --out names the path" "cannot write /nonexistent-dir/l.f32" logits -m "$m" --tokens "1 2" --out /nonexistent-dir/l.f32
+expect_error "logits: an unwritable --out names the path" "cannot write --out /nonexistent-dir/l.f32" logits -m "$m" --tokens "1 2" --out /nonexistent-dir/l.f32
 expect_error "logits: more tokens than --ctx is a clear error" "do not fit the context of 4 tokens" logits -m "$m" --tokens "1 2 3 4 5" --ctx 4 --out /dev/null
 expect_error "perplexity needs a full window" "needs at least one full window: 3 tokens < window 16" perplexity -m "$m" --tokens "1 2 3" --ctx 16
 expect_error "an empty -p is refused naming the option as typed" "option -p was given an empty value" generate -m "$m" -p "" -n 2
@@ -283,4 +283,31 @@ expect_error "bench --suite with a directory as --md fails before the run" "--md
 check "the writability probe leaves no file behind" "[ ! -e \"$probe/s.json\" ] && $vkspec bench --suite quick --shapes no-such-shape --json \"$probe/s.json\" >/dev/null 2>&1; [ ! -e \"$probe/s.json\" ]"
 expect_error "bench --suite --json '' is refused, not read as stdout" "option --json was given an empty value" bench --suite quick --reps 1 -m "$m" --json ''
 rm -rf "$probe"
+
+# Token files and logits output (found by probing, session 20).
+tf=$(mktemp -d)
+printf '1\r\n72\r\n101\r\n108\r\n' > "$tf/crlf.txt"
+err=$("$vkspec" perplexity -m "$m" --tokens-file "$tf/crlf.txt" --ctx 4 2>&1 >/dev/null); rc=$?
+check "a token file with Windows line ends (\\r\\n) is read" "[ $rc -eq 0 ]"
+printf '1 72 x\n' > "$tf/bad.txt"
+expect_error "a bad id in a token file names the file, not --tokens" "--tokens-file $tf/bad.txt expects token ids" perplexity -m "$m" --tokens-file "$tf/bad.txt" --ctx 4
+expect_error "logits --out a folder is refused before the run, saying why" "--out $tf is a directory" logits -m "$m" --tokens "1 72" --out "$tf"
+expect_error "logits --out in a missing folder says why" "cannot write --out $tf/no/x.f32: No such file or directory" logits -m "$m" --tokens "1 72" --out "$tf/no/x.f32"
+"$vkspec" logits -m "$m" --tokens "1 72 101" --out "$tf/l.f32" 2>/dev/null
+"$vkspec" logits -m "$m" --tokens "1 72 101" --out - 2>/dev/null > "$tf/stdout.f32"
+check "logits --out - writes the same bytes to standard output (no file named '-')" \
+  "[ -s \"$tf/l.f32\" ] && cmp -s \"$tf/l.f32\" \"$tf/stdout.f32\" && [ ! -e ./- ]"
+if [ -w /dev/full ]; then
+  expect_error "logits --out /dev/full says why it failed" "cannot write --out /dev/full: No space left on device" logits -m "$m" --tokens "1 72" --out /dev/full
+fi
+rm -rf "$tf"
+
+# The pipeline cache follows the XDG rules: a relative XDG_CACHE_HOME is ignored (no cache folder
+# in the working directory; Mesa makes its own there), and the cache goes under $HOME/.cache/vkspec.
+xdg=$(mktemp -d)
+mkdir -p "$xdg/home" "$xdg/cwd"
+(cd "$xdg/cwd" && env -u VKSPEC_PIPELINE_CACHE HOME="$xdg/home" XDG_CACHE_HOME=relcache "$vkspec" generate -m "$m" --tokens 1 -n 2 >/dev/null 2>&1)
+check "a relative XDG_CACHE_HOME is ignored: the pipeline cache goes to \$HOME/.cache/vkspec" \
+  "[ ! -e \"$xdg/cwd/relcache/vkspec\" ] && ls \"$xdg/home/.cache/vkspec\"/pipelines-*.bin >/dev/null 2>&1"
+rm -rf "$xdg"
 exit $fail

@@ -246,10 +246,10 @@ TEST_CASE("hostile model: hyperparameters out of range are refused naming the ke
 // ---- tokenizer ---------------------------------------------------------------------------------
 
 namespace {
-// The token texts add_placeholder_llama_vocab(w, 300) writes, for a test to change one.
-std::vector<std::string> placeholder_tokens() {
+// The token texts add_placeholder_llama_vocab(w, V) writes, for a test to change one.
+std::vector<std::string> placeholder_tokens(int V = 300) {
   std::vector<std::string> toks;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < V; ++i) {
     char buf[32];
     if (i < 3) std::snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
     else if (i < 259) std::snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
@@ -517,6 +517,16 @@ TEST_CASE("hostile messages: control bytes quoted from a file are shown as \\xNN
   const std::string msg = e.what();
   CHECK(msg == "metadata key 'general.architecture': 'lla\\x00ma\\x1b[2J' is not implemented");
   CHECK(std::string(Error("two\nlines\tand a tab").what()) == "two\nlines\tand a tab");
+  // Bytes that are no UTF-8 character are escaped too (stderr stays UTF-8); characters are kept.
+  CHECK(std::string(Error("caf\xc3\xa9 \xff\xc3 \xed\xa0\x80 \xf0\x9f\xa6\x99").what()) ==
+        "caf\xc3\xa9 \\xff\\xc3 \\xed\\xa0\\x80 \xf0\x9f\xa6\x99");
+  // A megabyte quoted from a file: the message keeps its start and end, says what it left out.
+  const std::string big = "metadata key 'tokenizer.ggml.pre': '" + std::string(1 << 20, 'x') + "\xc3\xa9' is unknown";
+  const std::string cut = Error(big).what();
+  CHECK(cut.size() < 4200);
+  CHECK(cut.rfind("metadata key 'tokenizer.ggml.pre': 'x", 0) == 0);
+  CHECK(cut.find("bytes left out ...]") != std::string::npos);
+  CHECK(cut.substr(cut.size() - 14) == "\xc3\xa9' is unknown");
 }
 
 TEST_CASE("hostile tokenizer: a byte the vocabulary has no token for (and no <unk>) is refused, not dropped") {
@@ -537,4 +547,68 @@ TEST_CASE("hostile tokenizer: a byte the vocabulary has no token for (and no <un
   REQUIRE(t.unk() < 0);  // the placeholder vocabulary names no unknown token
   CHECK(!t.encode("ello", false, false).empty());  // every byte of it has a token
   expect_contains(error_of([&] { (void)t.encode("hello", false, false); }), {f.path, "byte 0x68", "<0x68>", "cannot be encoded"});
+}
+
+// ---- found by probing tokenizer metadata (session 20) --------------------------------------------
+
+TEST_CASE("hostile tokenizer: byte tokens in lower-case hex encode their bytes, as they decode to them") {
+  // "<0x7a>" decodes to 'z'; the encoder looked up only "<0x7A>" and, with an <unk>, turned
+  // every 'z' into <unk> without a word.
+  GgufWriter w;
+  add_placeholder_llama_vocab(w, 300);
+  std::vector<std::string> toks = placeholder_tokens();
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02x>", b);
+    toks[3 + b] = name;
+  }
+  w.add_array_string("tokenizer.ggml.tokens", toks);
+  w.add_bool("tokenizer.ggml.add_space_prefix", false);  // (a space would be "▁", a piece this vocabulary lacks)
+  TempFile f("lowerhex.gguf");
+  w.write(f.path);
+  GgufFile g = GgufFile::open(f.path);
+  const Tokenizer t = Tokenizer::from_gguf(g);
+  const std::string text = "zoo\xc3\xa9";
+  const auto ids = t.encode(text, false, false);
+  for (uint32_t id : ids) CHECK(id != uint32_t(t.unk()));
+  CHECK(t.decode(ids) == text);
+}
+
+TEST_CASE("hostile tokenizer: 20,000 user-defined tokens: text splits at the longest literal in each place") {
+  // Literals: user-defined "ab", "abc", "b", and 20,000 more ("u0" ... "u19999"); control "<s>"
+  // only with parse_special; a user-defined text equal to a control one wins; of equal texts the
+  // lower id. 200 KB of text against them (a list scanned at every byte took minutes at 60k x 1 MB).
+  const int V = 20300;
+  GgufWriter w;
+  add_placeholder_llama_vocab(w, V);
+  std::vector<std::string> toks = placeholder_tokens(V);
+  std::vector<int32_t> types(V, 5);
+  types[0] = 2, types[1] = types[2] = 3;
+  for (int i = 3; i < 259; ++i) types[i] = 6;
+  const uint32_t ab = 259, abc = 260, b = 261, dup = 262, ctl_twin = 263;
+  toks[ab] = "ab", toks[abc] = "abc", toks[b] = "b", toks[dup] = "abc", toks[ctl_twin] = "</s>";
+  for (uint32_t i = ab; i <= ctl_twin; ++i) types[i] = 4;
+  for (int i = 264; i < V; ++i) toks[i] = "u" + std::to_string(i - 264), types[i] = 4;
+  w.add_array_string("tokenizer.ggml.tokens", toks);
+  w.add_array_i32("tokenizer.ggml.token_type", types);
+  w.add_bool("tokenizer.ggml.add_space_prefix", false);
+  TempFile f("literals.gguf");
+  w.write(f.path);
+  GgufFile g = GgufFile::open(f.path);
+  const Tokenizer t = Tokenizer::from_gguf(g);
+  const uint32_t x = 3 + 'x', u19999 = 264 + 19999, u1 = 265;
+  // "x" is a byte; "abcab" = "abc" (the lower of two ids) + "ab"; "b"; "<s>" as bytes unless
+  // parse_special; "</s>" the user-defined twin; "u19999" the longest of u1, u19, ..., u19999.
+  const std::string text = "xabcabb<s></s>u19999u1";
+  std::vector<uint32_t> want{x, abc, ab, b};
+  for (char c : std::string("<s>")) want.push_back(3 + uint8_t(c));
+  for (uint32_t id : {ctl_twin, u19999, u1}) want.push_back(id);
+  CHECK(t.encode(text, false, false) == want);
+  std::vector<uint32_t> special{x, abc, ab, b, 1, ctl_twin, u19999, u1};
+  CHECK(t.encode(text, false, true) == special);
+  std::string big;
+  while (big.size() < 200000) big += "u" + std::to_string(big.size() % 20000) + "zabc";
+  const auto ids = t.encode(big, false, false);
+  CHECK(t.decode(ids) == big);
+  CHECK(std::count(ids.begin(), ids.end(), abc) > 10000);
 }

@@ -84,6 +84,24 @@ TEST_CASE("tokenizer: special tokens only when asked; BOS with --add-special") {
   CHECK(tok.decode(tok.encode("hi", true), true) == "<s>hi");
 }
 
+TEST_CASE("tokenizer: a continuation keeps its first token's space; only a sequence's start drops it") {
+  // A generation's tokens follow the prompt: "▁Paris" after "The capital is" is " Paris". The
+  // space prefix the encoder adds is undone only at the start of a sequence (the prompt's echo).
+  const std::string path = vkspec::test::shared_file("tokenizer-vectors/ggml-vocab-llama-spm.gguf");
+  if (path.empty()) return;
+  GgufFile g = GgufFile::open(path);
+  Tokenizer tok = Tokenizer::from_gguf(g);
+  const auto ids = tok.encode("The capital is Paris");
+  REQUIRE(ids.size() >= 2);
+  const std::vector<uint32_t> tail(ids.end() - 1, ids.end());
+  CHECK(tok.decode(ids) == "The capital is Paris");
+  CHECK(tok.decode(tail) == "Paris");
+  CHECK(tok.decode(tail, false, true) == " Paris");
+  StreamDecoder cont(tok, false, true), start(tok);
+  CHECK(cont.push(tail[0]) == " Paris");
+  CHECK(start.push(tail[0]) == "Paris");
+}
+
 TEST_CASE("tokenizer: round trips and streaming decode with byte fallback") {
   for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
     const std::string path = vkspec::test::shared_file(std::string("tokenizer-vectors/") + vocab);

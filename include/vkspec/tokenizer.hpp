@@ -42,8 +42,10 @@ class Tokenizer {
 
   // Bytes of the tokens concatenated (may end in the middle of a UTF-8 character). Control
   // tokens are dropped unless `special`. The leading space the encoder added is removed when
-  // the first token is at the start of the text (ids[0] is the first token, or follows BOS).
-  std::string decode(std::span<const uint32_t> ids, bool special = false) const;
+  // the first token is at the start of the text (ids[0] is the first token, or follows BOS),
+  // unless `continuation`: the ids follow earlier text (a generation after its prompt), where
+  // "▁Paris" after "The capital is" is " Paris".
+  std::string decode(std::span<const uint32_t> ids, bool special = false, bool continuation = false) const;
 
   // The raw bytes one token stands for (byte tokens -> that byte, "▁" -> ' ', byte-level
   // pieces unmapped); control tokens give their text only with `special`.
@@ -73,14 +75,16 @@ class Tokenizer {
 // its last byte arrives. flush() returns what is left (invalid/incomplete bytes as U+FFFD).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool special = false) : tok_(tok), special_(special) {}
+  // `continuation`: the ids follow earlier text, as in Tokenizer::decode.
+  explicit StreamDecoder(const Tokenizer& tok, bool special = false, bool continuation = false)
+      : tok_(tok), special_(special), at_start_(!continuation) {}
   std::string push(uint32_t id);
   std::string flush();
 
  private:
   const Tokenizer& tok_;
   bool special_;
-  bool at_start_ = true;  // strip the encoder's leading space from the first text token
+  bool at_start_;         // strip the encoder's leading space from the first text token
   std::string pending_;   // bytes of an incomplete UTF-8 character
 };
 

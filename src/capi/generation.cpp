@@ -102,7 +102,7 @@ void start(vkspec_context* c, const vkspec_generation_params& p) {
   }
   c->engine->begin(prompt, p.max_tokens);
   c->decoder.reset();
-  if (m.tokenizer) c->decoder.emplace(*m.tokenizer);
+  if (m.tokenizer) c->decoder.emplace(*m.tokenizer, false, /*continuation=*/true);  // after the prompt
   c->started = true;
   c->cancelled = false;
   c->budget_us = p.budget_us;

@@ -109,7 +109,7 @@ std::string read_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + what + " " + path + ": it is a directory");
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot read " + what + " " + path);
+  if (!f) throw Error("cannot read " + what + " " + path + ": " + std::strerror(errno));
   // Read in pieces up to a limit: a device or pipe without end (/dev/zero) is refused, not read
   // until memory runs out.
   std::string out;

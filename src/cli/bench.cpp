@@ -55,7 +55,7 @@ static int run_bench(const std::vector<std::string>& argv) {
     std::string line;
     while (std::getline(f, line) && int(prompts.size()) < max_prompts) {
       if (line.empty()) continue;
-      prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line));
+      prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line, "--tokens-file " + path));
     }
   } else {
     prompts.push_back({1});

@@ -14,7 +14,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
   nlohmann::json j = {{"strategy", strategy_name(s.engine.strategy)},
                       {"device", s.ctx->caps().name},
                       {"tokens", st.tokens},
-                      {"text", utf8_sanitize(s.decode(st.tokens))},  // a run may stop mid-character
+                      {"text", utf8_sanitize(s.decode(st.tokens, /*continuation=*/true))},  // a run may stop mid-character
                       {"steps", st.steps},
                       {"tau", st.tau},
                       {"tokens_per_s", st.tokens_per_s},
@@ -143,7 +143,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   }
   Engine engine(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);
   std::optional<StreamDecoder> dec;
-  if (s.tokenizer) dec.emplace(*s.tokenizer);
+  if (s.tokenizer) dec.emplace(*s.tokenizer, false, /*continuation=*/true);  // the prompt came before
   // The prompt is echoed with the first tokens (or at the end, if none come), not before the
   // engine has checked the request: a refused one prints nothing to stdout.
   bool echoed = false;

@@ -1,7 +1,9 @@
 // `vkspec logits` and `vkspec perplexity`: the verifier alone over a token sequence, the tools
 // people use to judge a (quantized) file against llama.cpp or against another file.
 #include <bit>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +32,7 @@ struct TokenSource {
   }
   std::vector<uint32_t> tokens(const Session& s) const {
     if (!ids.empty()) return s.parse_tokens(ids);
-    if (!ids_file.empty()) return s.parse_tokens(read_file(ids_file, "token file"));
+    if (!ids_file.empty()) return s.parse_tokens(read_file(ids_file, "token file"), "--tokens-file " + ids_file);
     return s.encode(text.empty() ? read_file(text_file, "text file") : text);
   }
 };
@@ -41,6 +43,8 @@ int run_logits(const std::vector<std::string>& argv) {
   const std::string out_path = args.get_one({"out", "o"});
   if (out_path.empty()) throw Error("no output file: --out LOGITS.f32");
   refuse_overwrite("--out", out_path, {{"-m", args.get_one({"m", "model"})}, {"--tokens-file", src.ids_file}, {"-f", src.text_file}});
+  check_writable("--out", out_path);  // a folder, a missing folder, a read-only file: before the run
+  const bool to_stdout = out_path == "-";
   Session s;
   s.open(args);
   args.reject_unknown();
@@ -49,22 +53,25 @@ int run_logits(const std::vector<std::string>& argv) {
   if (ids.empty()) throw Error("no tokens to run");
   // Opened at the first row, after the run's own checks (a sequence past the context is refused
   // before any row): a refused request leaves a file already at that path as it was.
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(nullptr, &std::fclose);
+  // "-": standard output (binary, for a pipe).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(nullptr, to_stdout ? +[](std::FILE*) { return 0; } : &std::fclose);
   auto open_out = [&] {
     if (out) return;
-    out.reset(std::fopen(out_path.c_str(), "wb"));
-    if (!out) throw Error("cannot write " + out_path);
+    out.reset(to_stdout ? stdout : std::fopen(out_path.c_str(), "wb"));
+    if (!out) throw Error("cannot write --out " + out_path + ": " + std::strerror(errno));
   };
+  const auto write_error = [&] { return Error("cannot write --out " + out_path + ": " + std::strerror(errno)); };
   ChainRunner run(*s.model);
   // Row by row, so a long sequence over a large vocabulary never needs T*V floats of memory.
   run.run(ids, 0, [&](uint32_t, std::span<const float> row) {
     open_out();
-    if (std::fwrite(row.data(), 4, row.size(), out.get()) != row.size()) throw Error("short write to " + out_path);
+    if (std::fwrite(row.data(), 4, row.size(), out.get()) != row.size()) throw write_error();
   });
   open_out();
-  if (std::fclose(out.release()) != 0) throw Error("error closing " + out_path);
+  if (std::fflush(out.get()) != 0) throw write_error();  // /dev/full says so here
+  if (!to_stdout && std::fclose(out.release()) != 0) throw write_error();
   std::fprintf(stderr, "wrote the logits of %zu positions x %d vocabulary entries (f32, little-endian, row-major) to %s\n",
-               ids.size(), s.model->config().V, out_path.c_str());
+               ids.size(), s.model->config().V, to_stdout ? "standard output" : out_path.c_str());
   return 0;
 }
 

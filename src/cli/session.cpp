@@ -19,7 +19,8 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : s) {
-    if (c == sep || (sep == ' ' && (c == ',' || c == '\t' || c == '\n'))) {
+    // (a space list also splits at commas and any whitespace: a file from Windows ends lines in \r\n)
+    if (c == sep || (sep == ' ' && (c == ',' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'))) {
       if (!cur.empty()) out.push_back(cur);
       cur.clear();
     } else {
@@ -96,6 +97,7 @@ void Session::load_verifier(uint32_t max_rows) {
     try {
       tokenizer = Tokenizer::from_gguf(*file);
     } catch (const Error& e) {
+      tokenizer_error = e.what();
       std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
     }
   }
@@ -168,11 +170,12 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   }
 }
 
-std::vector<uint32_t> Session::parse_tokens(const std::string& s) const {
+std::vector<uint32_t> Session::parse_tokens(const std::string& s, const std::string& from) const {
   std::vector<uint32_t> ids;
   for (const std::string& w : split_list(s, ' ')) {
     uint32_t v = 0;
-    if (!parse_id(w, v)) throw Error("--tokens expects token ids separated by spaces, got '" + w + "'");
+    if (!parse_id(w, v))
+      throw Error(from + " expects token ids (decimal, below 2^32) separated by spaces, commas or newlines, got '" + w + "'");
     if (v >= uint32_t(model->config().V))
       throw Error("token id " + w + " is outside the model's vocabulary of " + std::to_string(model->config().V));
     ids.push_back(uint32_t(v));
@@ -181,13 +184,15 @@ std::vector<uint32_t> Session::parse_tokens(const std::string& s) const {
 }
 
 std::vector<uint32_t> Session::encode(const std::string& text) const {
+  if (!tokenizer && !tokenizer_error.empty())
+    throw Error("the tokenizer of " + file->path() + " was refused (" + tokenizer_error + "): give --tokens instead of -p");
   if (!tokenizer) throw Error(file->path() + " carries no tokenizer (tokenizer.ggml.*): give --tokens instead of -p");
   return tokenizer->encode(text, tokenizer->add_bos(), false);
 }
 
-std::string Session::decode(const std::vector<uint32_t>& ids) const {
+std::string Session::decode(const std::vector<uint32_t>& ids, bool continuation) const {
   if (!tokenizer) return {};
-  return tokenizer->decode(ids);
+  return tokenizer->decode(ids, false, continuation);
 }
 
 }  // namespace vkspec::cli

@@ -22,6 +22,7 @@ struct Session {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<EagleHead> head1, head2;
   std::optional<Tokenizer> tokenizer;
+  std::string tokenizer_error;  // why the file's tokenizer was refused (empty: it loaded, or there is none)
   EngineOptions engine;
   uint32_t budget_max = 0;  // largest budget the session's buffers must serve
   // --topk: one value, a list (bench runs each; generate trials them) or `auto` (kAutoTopks).
@@ -43,9 +44,10 @@ struct Session {
   // `max_rows` rows per pass, and the tokenizer when the file has one.
   void open(Args& args);
   void load_verifier(uint32_t max_rows);
-  std::vector<uint32_t> parse_tokens(const std::string& ids) const;  // "1 2 3" or "1,2,3"
+  // "1 2 3" or "1,2,3" (or one a line); `from` names where they came from in errors.
+  std::vector<uint32_t> parse_tokens(const std::string& ids, const std::string& from = "--tokens") const;
   std::vector<uint32_t> encode(const std::string& text) const;       // needs the GGUF tokenizer
-  std::string decode(const std::vector<uint32_t>& ids) const;
+  std::string decode(const std::vector<uint32_t>& ids, bool continuation = false) const;  // Tokenizer::decode
   // Weight, KV and scratch bytes on the device of the verifier and each head (generate --json).
   nlohmann::json memory_json() const;
 };

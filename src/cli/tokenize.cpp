@@ -1,8 +1,10 @@
 // vkspec tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]
 // Prints one line per token ("id<TAB>'piece'") or, with --ids, the ids on one line.
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.hpp"
+#include "vkspec/error.hpp"
 #include "vkspec/gguf.hpp"
 #include "vkspec/tokenizer.hpp"
 
@@ -38,8 +40,11 @@ int tokenize_main(const std::vector<std::string>& argv) {
     std::printf("%s\n", line.c_str());
   } else {
     for (uint32_t id : ids) {
-      const std::string_view t = tok.token_text(id);
-      std::printf("%6u\t'%.*s'\n", id, int(t.size()), t.data());
+      // A vocabulary's text may hold a NUL, a newline or a terminal escape: one line a token,
+      // such bytes as \n, \t, \xNN (vkspec::printable_message).
+      std::string t;
+      for (const char c : tok.token_text(id)) t += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+      std::printf("%6u\t'%s'\n", id, vkspec::printable_message(t).c_str());
     }
   }
   std::fprintf(stderr, "%zu tokens\n", ids.size());

@@ -140,6 +140,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
       std::snprintf(name, sizeof name, "<0x%02X>", b);
       m->byte_token[b] = m->find(name);
     }
+    // A byte token written in lower-case hex ("<0x7a>") decodes to its byte, so it encodes it
+    // too: otherwise that byte would fall back to <unk> without a word.
+    for (size_t i = 0; i < n; ++i)
+      if (m->types[i] == TokenType::Byte) {
+        uint32_t& slot = m->byte_token[spm_byte_value(m->tokens[i])];
+        if (slot == Impl::kNone) slot = uint32_t(i);
+      }
   } else {
     // The names llama.cpp's converter writes, grouped as llama.cpp splits them.
     struct PreName {
@@ -194,20 +201,43 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
       m->merges.emplace((uint64_t(ia) << 32) | ib, Impl::Merge{uint32_t(r), ir});  // first (best) rank wins
     }
   }
-  if (m->add_bos && m->bos < 0) f.fail("'tokenizer.ggml.add_bos_token' is true but there is no bos_token_id");
+  if (m->add_bos && m->bos < 0)
+    f.fail(std::string(f.has("tokenizer.ggml.add_bos_token") ? "'tokenizer.ggml.add_bos_token' is true"
+                                                              : "a BOS token is added (the default for this vocabulary; 'tokenizer.ggml.add_bos_token' is absent)") +
+           " but there is no 'tokenizer.ggml.bos_token_id'");
   if (m->add_eos && m->eos < 0) f.fail("'tokenizer.ggml.add_eos_token' is true but there is no eos_token_id");
 
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {  // ascending ids: of equal texts the lowest id is kept
     if (m->tokens[i].empty()) continue;
-    if (m->types[i] == TokenType::Control || m->types[i] == TokenType::Unknown) m->literal_control.push_back(uint32_t(i));
-    if (m->types[i] == TokenType::UserDefined) m->literal_user.push_back(uint32_t(i));
+    if (m->types[i] == TokenType::Control || m->types[i] == TokenType::Unknown) m->literal_control.add(m->tokens[i], uint32_t(i));
+    if (m->types[i] == TokenType::UserDefined) m->literal_user.add(m->tokens[i], uint32_t(i));
   }
-  auto longest_first = [&](uint32_t a, uint32_t b) {
-    return m->tokens[a].size() != m->tokens[b].size() ? m->tokens[a].size() > m->tokens[b].size() : a < b;
-  };
-  std::sort(m->literal_control.begin(), m->literal_control.end(), longest_first);
-  std::sort(m->literal_user.begin(), m->literal_user.end(), longest_first);
   return Tokenizer(std::move(m));
+}
+
+void Tokenizer::Impl::LiteralTrie::add(std::string_view t, uint32_t id) {
+  uint32_t node = 0;
+  for (const char c : t) {
+    const uint64_t key = uint64_t(node) << 8 | uint8_t(c);
+    auto it = edges.find(key);
+    if (it == edges.end()) {
+      it = edges.emplace(key, uint32_t(token.size())).first;
+      token.push_back(kNone);
+    }
+    node = it->second;
+  }
+  if (token[node] == kNone) token[node] = id;
+}
+
+uint32_t Tokenizer::Impl::LiteralTrie::longest_at(std::string_view text, size_t i) const {
+  uint32_t node = 0, best = kNone;
+  for (size_t j = i; j < text.size(); ++j) {
+    const auto it = edges.find(uint64_t(node) << 8 | uint8_t(text[j]));
+    if (it == edges.end()) break;
+    node = it->second;
+    if (token[node] != kNone) best = token[node];
+  }
+  return best;
 }
 
 // ---- encoding --------------------------------------------------------------------------------
@@ -238,16 +268,11 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool add_special,
   const bool any_literal = !m.literal_user.empty() || (parse_special && !m.literal_control.empty());
   if (any_literal) {
     for (size_t i = 0; i < text.size();) {
-      uint32_t hit = Impl::kNone;
-      for (const auto* list : {&m.literal_user, parse_special ? &m.literal_control : nullptr}) {
-        if (!list) continue;
-        for (uint32_t id : *list) {
-          const std::string& t = m.tokens[id];
-          if (text.compare(i, t.size(), t) == 0 && (hit == Impl::kNone || t.size() > m.tokens[hit].size())) {
-            hit = id;
-            break;  // lists are longest-first
-          }
-        }
+      // The longest literal here; user-defined before control on equal lengths.
+      uint32_t hit = m.literal_user.longest_at(text, i);
+      if (parse_special) {
+        const uint32_t c = m.literal_control.longest_at(text, i);
+        if (c != Impl::kNone && (hit == Impl::kNone || m.tokens[c].size() > m.tokens[hit].size())) hit = c;
       }
       if (hit == Impl::kNone) {
         ++i;
@@ -306,9 +331,9 @@ std::string Tokenizer::token_bytes(uint32_t id, bool special) const {
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const uint32_t> ids, bool special) const {
+std::string Tokenizer::decode(std::span<const uint32_t> ids, bool special, bool continuation) const {
   std::string out;
-  bool at_start = true;
+  bool at_start = !continuation;
   for (uint32_t id : ids) {
     std::string b = token_bytes(id, special);
     // Undo the encoder's space prefix on the first text token (BOS and other control tokens
