@@ -207,35 +207,39 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
            " but there is no 'tokenizer.ggml.bos_token_id'");
   if (m->add_eos && m->eos < 0) f.fail("'tokenizer.ggml.add_eos_token' is true but there is no eos_token_id");
 
-  for (size_t i = 0; i < n; ++i) {  // ascending ids: of equal texts the lowest id is kept
+  std::vector<uint32_t> control, user;
+  for (size_t i = 0; i < n; ++i) {
     if (m->tokens[i].empty()) continue;
-    if (m->types[i] == TokenType::Control || m->types[i] == TokenType::Unknown) m->literal_control.add(m->tokens[i], uint32_t(i));
-    if (m->types[i] == TokenType::UserDefined) m->literal_user.add(m->tokens[i], uint32_t(i));
+    if (m->types[i] == TokenType::Control || m->types[i] == TokenType::Unknown) control.push_back(uint32_t(i));
+    if (m->types[i] == TokenType::UserDefined) user.push_back(uint32_t(i));
   }
+  m->literal_control.build(std::move(control), m->tokens);
+  m->literal_user.build(std::move(user), m->tokens);
   return Tokenizer(std::move(m));
 }
 
-void Tokenizer::Impl::LiteralTrie::add(std::string_view t, uint32_t id) {
-  uint32_t node = 0;
-  for (const char c : t) {
-    const uint64_t key = uint64_t(node) << 8 | uint8_t(c);
-    auto it = edges.find(key);
-    if (it == edges.end()) {
-      it = edges.emplace(key, uint32_t(token.size())).first;
-      token.push_back(kNone);
-    }
-    node = it->second;
-  }
-  if (token[node] == kNone) token[node] = id;
+void Tokenizer::Impl::LiteralSet::build(std::vector<uint32_t> literal_ids, const std::vector<std::string>& tokens) {
+  ids = std::move(literal_ids);
+  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+    const int c = tokens[a].compare(tokens[b]);
+    return c != 0 ? c < 0 : a < b;
+  });
 }
 
-uint32_t Tokenizer::Impl::LiteralTrie::longest_at(std::string_view text, size_t i) const {
-  uint32_t node = 0, best = kNone;
-  for (size_t j = i; j < text.size(); ++j) {
-    const auto it = edges.find(uint64_t(node) << 8 | uint8_t(text[j]));
-    if (it == edges.end()) break;
-    node = it->second;
-    if (token[node] != kNone) best = token[node];
+uint32_t Tokenizer::Impl::LiteralSet::longest_at(std::string_view text, size_t i,
+                                                 const std::vector<std::string>& tokens) const {
+  // Invariant: ids[lo, hi) are the literals that start with text[i, i + d), in (text, id) order,
+  // so those equal to it come first and the rest are ordered by their byte d.
+  size_t lo = 0, hi = ids.size();
+  uint32_t best = kNone;
+  for (size_t d = 0; lo < hi && i + d < text.size(); ++d) {
+    const auto c = uint8_t(text[i + d]);
+    const auto byte_d = [&](uint32_t id) { return tokens[id].size() > d ? int(uint8_t(tokens[id][d])) : -1; };
+    lo = size_t(std::partition_point(ids.begin() + lo, ids.begin() + hi, [&](uint32_t id) { return byte_d(id) < int(c); }) -
+                ids.begin());
+    hi = size_t(std::partition_point(ids.begin() + lo, ids.begin() + hi, [&](uint32_t id) { return byte_d(id) == int(c); }) -
+                ids.begin());
+    if (lo < hi && tokens[ids[lo]].size() == d + 1) best = ids[lo];  // the lowest id of that text
   }
   return best;
 }
@@ -269,9 +273,9 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool add_special,
   if (any_literal) {
     for (size_t i = 0; i < text.size();) {
       // The longest literal here; user-defined before control on equal lengths.
-      uint32_t hit = m.literal_user.longest_at(text, i);
+      uint32_t hit = m.literal_user.longest_at(text, i, m.tokens);
       if (parse_special) {
-        const uint32_t c = m.literal_control.longest_at(text, i);
+        const uint32_t c = m.literal_control.longest_at(text, i, m.tokens);
         if (c != Impl::kNone && (hit == Impl::kNone || m.tokens[c].size() > m.tokens[hit].size())) hit = c;
       }
       if (hit == Impl::kNone) {
