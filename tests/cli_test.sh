@@ -302,6 +302,29 @@ if [ -w /dev/full ]; then
 fi
 rm -rf "$tf"
 
+# Found by probing (session 21).
+tf=$(mktemp -d)
+printf 'The kernel\r\nA file\r\n' > "$tf/crlf.txt"
+printf 'The kernel\nA file\n' > "$tf/lf.txt"
+o_crlf=$("$vkspec" bench -m "$m" --prompts "$tf/crlf.txt" -n 4 --rounds 1 --json 2>/dev/null)
+o_lf=$("$vkspec" bench -m "$m" --prompts "$tf/lf.txt" -n 4 --rounds 1 --json 2>/dev/null)
+check "bench --prompts with CRLF line ends encodes the same prompts as with LF (the CR is not text)" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1])[\"results\"]; b=json.loads(sys.argv[2])[\"results\"]; assert a and [x[\"prompt_tokens\"] for x in a]==[x[\"prompt_tokens\"] for x in b], (a, b)' \"\$o_crlf\" \"\$o_lf\""
+rm -rf "$tf"
+err=$("$vkspec" generate -m "$m" --tokens "72 101" -n 1 2>&1 >/dev/null); rc=$?
+check "-n 1 says there was no decode step instead of reporting 0 tokens/s" \
+  "[ $rc -eq 0 ] && printf '%s' \"\$err\" | grep -q 'no decode step after the prompt' && ! printf '%s' \"\$err\" | grep -q '0.0 tokens/s'"
+out=$("$vkspec" generate -m "$m" --tokens "72 101" -n 1 --json 2>/dev/null)
+check "-n 1 --json: tau and tokens_per_s are null (there is no rate), the one token is there" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"steps\"]==0 and len(d[\"tokens\"])==1 and d[\"tau\"] is None and d[\"tokens_per_s\"] is None, d'"
+a=$("$vkspec" generate -m "$m" --tokens "72 101" -n 3 --json 2>/dev/null)
+b=$("$vkspec" generate -m "$m" --tokens "0000000000072 00101" -n 0000000000000000000003 --json 2>/dev/null)
+check "leading zeros: 0000000000072 is id 72 and -n 0000000000000000000003 is 3, not refused as too long" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); assert a[\"tokens\"]==b[\"tokens\"] and len(a[\"tokens\"])==3' \"\$a\" \"\$b\""
+err=$("$vkspec" perplexity -m "$m" --tokens "1 72 101 108 108" --ctx 2 2>&1); rc=$?
+check "perplexity with a window too short is refused before it prints its plan" \
+  "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'window 2 is too short' && ! printf '%s' \"\$err\" | grep -q 'windows of'"
+
 # The pipeline cache follows the XDG rules: a relative XDG_CACHE_HOME is ignored (no cache folder
 # in the working directory; Mesa makes its own there), and the cache goes under $HOME/.cache/vkspec.
 xdg=$(mktemp -d)

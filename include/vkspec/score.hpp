@@ -51,6 +51,9 @@ struct PerplexityResult {
 // after each window with the running result. Needs T >= W and 4 <= W <= the model's capacity.
 PerplexityResult perplexity(LlamaModel& model, std::span<const uint32_t> tokens, const PerplexityOptions& opts,
                             const std::function<void(uint32_t window, const PerplexityResult& so_far)>& progress = {});
+// Throws the error `perplexity` would for T tokens, before any work (the CLI checks first, then
+// prints its plan).
+void check_perplexity(const LlamaModel& model, size_t T, const PerplexityOptions& opts);
 
 // -log softmax(logits)[target] in double: log-sum-exp over the row minus the target's logit.
 double token_nll(std::span<const float> logits, uint32_t target);

@@ -166,11 +166,13 @@ void check_writable(const std::string& out_option, const std::string& out) {
 }
 
 uint64_t parse_uint(const std::string& what, const std::string& v, uint64_t max, uint64_t min) {
-  bool ok = !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
+  bool ok = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  const std::string digits = ok ? v.substr(std::min(v.find_first_not_of('0'), v.size() - 1)) : v;  // 0008 is 8
+  ok = ok && digits.size() <= 20;
   unsigned long long x = 0;
   if (ok) {
     try {
-      x = std::stoull(v);
+      x = std::stoull(digits);
       ok = x >= min && x <= max;
     } catch (...) {
       ok = false;  // past the range of the type: too large, like any value past max

@@ -54,6 +54,7 @@ static int run_bench(const std::vector<std::string>& argv) {
     std::istringstream f(read_file(path, "prompt file"));
     std::string line;
     while (std::getline(f, line) && int(prompts.size()) < max_prompts) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with CRLF line ends: the CR ends the line
       if (line.empty()) continue;
       prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line, "--tokens-file " + path));
     }
@@ -200,6 +201,7 @@ static int run_bench(const std::vector<std::string>& argv) {
                         {"paired_dispatches_per_step", c.paired},
                         {"prefill_tokens_per_s", c.prefill_s > 0 ? c.prompt_tokens / c.prefill_s : 0.0},
                         {"prompts", prompts.size()},
+                        {"prompt_tokens", c.prompt_tokens / std::max<uint64_t>(rounds, 1)},  // all prompts' tokens, once
                         {"rounds", rounds},
                         {"new_tokens", n}};
     if (!is_ar)

@@ -254,8 +254,10 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
     std::ifstream f(dir + "/prompts.txt");
     if (!f) throw Error("cannot read " + dir + "/prompts.txt");
     std::string line;
-    while (prompts.size() < c.prompts && std::getline(f, line))
+    while (prompts.size() < c.prompts && std::getline(f, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF line ends
       if (!line.empty()) prompts.push_back(tok.encode(line, tok.add_bos(), false));
+    }
   }
   if (prompts.empty()) throw Error(dir + "/prompts.txt holds no prompts");
 

@@ -16,8 +16,10 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"tokens", st.tokens},
                       {"text", utf8_sanitize(s.decode(st.tokens, /*continuation=*/true))},  // a run may stop mid-character
                       {"steps", st.steps},
-                      {"tau", st.tau},
-                      {"tokens_per_s", st.tokens_per_s},
+                      // With no step after the prompt's pass (-n 1, or a stop token first) there is no
+                      // decode rate to report: null, not a 0 that reads as "slow".
+                      {"tau", st.steps ? nlohmann::json(st.tau) : nlohmann::json()},
+                      {"tokens_per_s", st.steps ? nlohmann::json(st.tokens_per_s) : nlohmann::json()},
                       {"prefill_s", st.prefill_seconds},
                       {"host_waits_per_step", st.host_waits_per_step},
                       {"host_waits_per_token", st.host_waits_per_token},
@@ -179,10 +181,15 @@ static int run_generate(const std::vector<std::string>& argv) {
     if (dec) put(dec->flush());
     std::printf("\n");
     std::fflush(stdout);  // the text first, then the statistics, also when both go to one pipe
-    std::fprintf(stderr,
-                 "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/token, %.0f us host CPU/step\n",
-                 strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
-                 st.tokens_per_s, st.host_waits_per_token, st.host_cpu_us_per_step);
+    if (st.steps == 0)
+      std::fprintf(stderr, "[%s on %s] %zu token%s, no decode step after the prompt's pass (no tokens/s to report)\n",
+                   strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(),
+                   st.tokens.size() == 1 ? "" : "s");
+    else
+      std::fprintf(stderr,
+                   "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/token, %.0f us host CPU/step\n",
+                   strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
+                   st.tokens_per_s, st.host_waits_per_token, st.host_cpu_us_per_step);
   }
   return 0;
 }

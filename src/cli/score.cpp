@@ -91,7 +91,8 @@ int run_perplexity(const std::vector<std::string>& argv) {
   po.window = s.model->capacity();
   // llama.cpp puts BOS first in every window when the vocabulary adds one.
   po.bos = s.tokenizer && s.tokenizer->add_bos() ? int32_t(s.tokenizer->bos()) : -1;
-  const uint32_t n_windows = uint32_t(ids.size() / std::max<uint32_t>(po.window, 1));
+  check_perplexity(*s.model, ids.size(), po);  // a refusal comes before the plan line
+  const uint32_t n_windows = uint32_t(ids.size() / po.window);
   std::fprintf(stderr, "perplexity: %zu tokens, %u windows of %u (second half of each scored)%s\n", ids.size(), n_windows,
                po.window, po.bos >= 0 ? ", BOS first in each window" : "");
   const PerplexityResult r = perplexity(*s.model, ids, po, [&](uint32_t w, const PerplexityResult& so_far) {

@@ -8,8 +8,10 @@ namespace vkspec::cli {
 
 // A token id: decimal digits only, within 32 bits.
 static bool parse_id(const std::string& w, uint32_t& out) {
-  if (w.empty() || w.size() > 10 || w.find_first_not_of("0123456789") != std::string::npos) return false;
-  const unsigned long long v = std::stoull(w);
+  if (w.empty() || w.find_first_not_of("0123456789") != std::string::npos) return false;
+  const std::string digits = w.substr(std::min(w.find_first_not_of('0'), w.size() - 1));  // 0007 is 7
+  if (digits.size() > 10) return false;
+  const unsigned long long v = std::stoull(digits);
   if (v > UINT32_MAX) return false;
   out = uint32_t(v);
   return true;

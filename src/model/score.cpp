@@ -71,9 +71,8 @@ double token_nll(std::span<const float> logits, uint32_t target) {
   return mx + std::log(sum) - double(logits[target]);
 }
 
-PerplexityResult perplexity(LlamaModel& model, std::span<const uint32_t> tokens, const PerplexityOptions& o,
-                            const std::function<void(uint32_t, const PerplexityResult&)>& progress) {
-  const uint32_t W = o.window, T = uint32_t(tokens.size());
+void check_perplexity(const LlamaModel& model, size_t T, const PerplexityOptions& o) {
+  const uint32_t W = o.window;
   if (W < 4)
     throw Error("perplexity window " + std::to_string(W) + " is too short: it must hold at least 4 tokens (raise --ctx)");
   if (W > model.capacity())
@@ -82,6 +81,12 @@ PerplexityResult perplexity(LlamaModel& model, std::span<const uint32_t> tokens,
   if (T < W)
     throw Error("perplexity needs at least one full window: " + std::to_string(T) + " tokens < window " +
                 std::to_string(W) + " (use a smaller --ctx or a longer text)");
+}
+
+PerplexityResult perplexity(LlamaModel& model, std::span<const uint32_t> tokens, const PerplexityOptions& o,
+                            const std::function<void(uint32_t, const PerplexityResult&)>& progress) {
+  check_perplexity(model, tokens.size(), o);
+  const uint32_t W = o.window, T = uint32_t(tokens.size());
   ChainRunner run(model);
   PerplexityResult r;
   double nll = 0;
