@@ -325,6 +325,45 @@ err=$("$vkspec" perplexity -m "$m" --tokens "1 72 101 108 108" --ctx 2 2>&1); rc
 check "perplexity with a window too short is refused before it prints its plan" \
   "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'window 2 is too short' && ! printf '%s' \"\$err\" | grep -q 'windows of'"
 
+# A SentencePiece continuation keeps the space of its first piece (session 20's "France isParis"):
+# a random model carrying llama.cpp's llama-spm vocabulary, its stdout and --json text against a
+# decode of the generated ids written here from the vocabulary's pieces.
+spm_vocab="$root/../shared/tokenizer-vectors/ggml-vocab-llama-spm.gguf"
+if [ -f "$spm_vocab" ]; then
+  sd=$(mktemp -d)
+  "$(dirname "$vkspec")/make_random_gguf" "$sd/spm.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 \
+    --tokenizer-from "$spm_vocab" 2>/dev/null
+  spm_ok=1 lead=0
+  for p in "Hello world" "The cat" "Once upon a time"; do
+    j=$("$vkspec" generate -m "$sd/spm.gguf" -p "$p" -n 6 --json 2>/dev/null)
+    t=$("$vkspec" generate -m "$sd/spm.gguf" -p "$p" -n 6 2>/dev/null; echo x)
+    r=$(PYTHONPATH="$root/tools/train" /usr/bin/python3 -c '
+import json, re, sys
+from gguf_io import read_gguf
+kv, _ = read_gguf(sys.argv[1])
+pieces, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+d = json.loads(sys.argv[2])
+out = b""
+for t in d["tokens"]:
+    m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", pieces[t])
+    assert types[t] in (1, 6), ("not a plain or byte piece", t)
+    out += bytes([int(m.group(1), 16)]) if types[t] == 6 else pieces[t].replace("\u2581", " ").encode()
+want = out.decode("utf-8", "replace")
+assert d["text"] == want, (d["text"], want)
+assert sys.argv[3] == sys.argv[4] + want + "\n", (sys.argv[3], want)
+print(1 if pieces[d["tokens"][0]].startswith("\u2581") else 0)
+' "$spm_vocab" "$j" "${t%x}" "$p") || spm_ok=0
+    [ "$r" = 1 ] && lead=1
+  done
+  check "SPM generate: stdout and --json text decode the ids as a continuation (a leading piece keeps its space)" \
+    "[ $spm_ok -eq 1 ] && [ $lead -eq 1 ]"
+  rm -rf "$sd"
+elif [ "${CI:-}" = "true" ]; then
+  echo "FAIL: CI=true but $spm_vocab is missing"; fail=1
+else
+  echo "NOT RUN: SPM continuation ($spm_vocab missing)"
+fi
+
 # The pipeline cache follows the XDG rules: a relative XDG_CACHE_HOME is ignored (no cache folder
 # in the working directory; Mesa makes its own there), and the cache goes under $HOME/.cache/vkspec.
 xdg=$(mktemp -d)

@@ -1,6 +1,8 @@
 // make_random_gguf OUT.gguf [--dim 512] [--layers 8] [--heads 8] [--kv-heads 8] [--ffn 1408]
 //                  [--vocab 32000] [--type f16|f32|q8_0] [--seed 1] [--tied] [--arch llama]
-//                  [--yarn FACTOR] [--orig-ctx N] [--longrope]
+//                  [--yarn FACTOR] [--orig-ctx N] [--longrope] [--tokenizer-from VOCAB.gguf]
+// --tokenizer-from copies another file's tokenizer.* keys (e.g. llama.cpp's vocab-only files) and
+// takes its token count as the vocabulary, so text runs through a real tokenizer end to end.
 // --arch picks the architecture's tensors and RoPE pairing (llama, mistral, qwen2, qwen3, phi3,
 // internlm2); --yarn writes YaRN scaling keys, --longrope Phi-3's two factor tables, both from the
 // original context --orig-ctx (default: none written, the context 2048 then).
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "vkspec/gguf_writer.hpp"
@@ -18,13 +21,14 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: %s OUT.gguf [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N] "
                          "[--vocab N] [--type f16|f32|q8_0] [--seed N] [--tied] [--arch A] [--yarn FACTOR] "
-                         "[--orig-ctx N] [--longrope]\n", argv[0]);
+                         "[--orig-ctx N] [--longrope] [--tokenizer-from VOCAB.gguf]\n", argv[0]);
     return 2;
   }
   vkspec::LlamaConfig c;
   c.C = 512, c.L = 8, c.H = 8, c.Hkv = 8, c.F = 1408, c.V = 32000, c.ctx = 2048, c.tied_output = false;
   vkspec::GgmlType t = vkspec::GgmlType::F16;
   uint64_t seed = 1;
+  std::string tokenizer_from;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> long {
@@ -50,6 +54,7 @@ int main(int argc, char** argv) {
     }
     else if (a == "--longrope") c.rope_longrope = true;
     else if (a == "--arch" && i + 1 < argc) c.arch = argv[++i];
+    else if (a == "--tokenizer-from" && i + 1 < argc) tokenizer_from = argv[++i];
     else if (a == "--yarn" && i + 1 < argc) {
       const double factor = std::atof(argv[++i]);
       if (!(factor >= 1.0 && factor <= 1e6)) {
@@ -85,7 +90,19 @@ int main(int argc, char** argv) {
   }
   c.D = c.C / c.H;
   try {
-    vkspec::write_random_llama(argv[1], c, seed, t);
+    if (tokenizer_from.empty()) {
+      vkspec::write_random_llama(argv[1], c, seed, t);
+    } else {
+      const vkspec::GgufFile vocab = vkspec::GgufFile::open(tokenizer_from);
+      const vkspec::GgufValue* tokens = vocab.find("tokenizer.ggml.tokens");
+      if (!tokens || tokens->type != vkspec::GgufType::ARRAY || tokens->count == 0 || tokens->count > (1u << 30))
+        throw std::runtime_error(tokenizer_from + " has no tokenizer.ggml.tokens list");
+      c.V = int(tokens->count);
+      vkspec::GgufWriter w = vkspec::random_llama(c, seed, t);
+      for (const auto& [key, value] : vocab.metadata())
+        if (key.starts_with("tokenizer.")) w.add_value(std::string(key), value);
+      w.write(argv[1]);
+    }
     std::fprintf(stderr, "wrote %s: C=%d L=%d H=%d Hkv=%d F=%d V=%d\n", argv[1], c.C, c.L, c.H, c.Hkv, c.F, c.V);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
