@@ -8,7 +8,8 @@
  * gives the C++ path's tokens (the CLI's `generate --json`) and ar's; a sampled run equals the
  * CLI's; poll never waits; cancel mid-submission; three contexts on one model, interleaved, each
  * allocating only its KV caches and scratch (the weights are on the device once); handles
- * destroyed in any order, with work in flight. */
+ * destroyed in any order, with work in flight; poll text of a SentencePiece vocabulary as a
+ * continuation of the prompt. */
 #define _POSIX_C_SOURCE 200809L
 #include <volk.h>
 
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "capi_check.h"
 #include "vkspec/vkspec.h"
@@ -511,6 +513,61 @@ int main(int argc, char** argv) {
     CHECK(vkspec_runtime_device_bytes(rt) - before == weight_bytes);
     vkspec_model_destroy(mb);
     CHECK(vkspec_runtime_device_bytes(rt) == before);
+  }
+
+  /* Text from a SentencePiece vocabulary: poll's text is a continuation of the prompt, so its
+   * first piece keeps its space (" compart", not "compart"), byte for byte the CLI's stdout after
+   * the echoed prompt (tests/cli_test.sh checks that against the vocabulary's pieces). */
+  {
+    char vocab[1200], dir[] = "/tmp/capi-spm-XXXXXX", path[1300], cmd[4096];
+    snprintf(vocab, sizeof vocab, "%s/../shared/tokenizer-vectors/ggml-vocab-llama-spm.gguf", g_src);
+    FILE* vf = fopen(vocab, "rb");
+    if (!vf) {
+      const char* ci = getenv("CI");
+      if (ci && strcmp(ci, "true") == 0) CHECK(!"CI=true but the llama-spm vocabulary is missing");
+      else fprintf(stderr, "NOT RUN: SPM poll text (%s missing)\n", vocab);
+    } else {
+      fclose(vf);
+      CHECK(mkdtemp(dir) != NULL);
+      snprintf(path, sizeof path, "%s/spm.gguf", dir);
+      const char* slash = strrchr(g_cli, '/');
+      snprintf(cmd, sizeof cmd, "'%.*s/make_random_gguf' '%s' --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 "
+               "--tokenizer-from '%s' 2>/dev/null", slash ? (int)(slash - g_cli) : 1, slash ? g_cli : ".", path, vocab);
+      CHECK(system(cmd) == 0);
+      vkspec_model_desc sd;
+      vkspec_model_desc_init(&sd);
+      sd.path = path;
+      vkspec_model* sm = NULL;
+      vkspec_context* sc = NULL;
+      REQUIRE_OK(vkspec_model_load(rt, &sd, &sm), rt);
+      REQUIRE_OK(vkspec_context_create(sm, NULL, &sc), sm);
+      vkspec_generation_params sp;
+      vkspec_generation_params_init(&sp);
+      sp.prompt_text = "The cat";
+      sp.max_tokens = 6;
+      REQUIRE_OK(vkspec_generation_start(sc, &sp), sc);
+      char text[4096];
+      size_t len = 0;
+      for (vkspec_poll_result r;;) {
+        REQUIRE_OK(vkspec_poll(sc, &r), sc);
+        if (r.text_length && len + r.text_length < sizeof text) memcpy(text + len, r.text, r.text_length), len += r.text_length;
+        if (r.done) break;
+        if (!r.in_flight) REQUIRE_OK(vkspec_step_submit(sc, 0), sc);
+      }
+      snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' -p 'The cat' -n 6 2>/dev/null", g_cli, path);
+      FILE* p = popen(cmd, "r");
+      char out[4096];
+      size_t n = p ? fread(out, 1, sizeof out, p) : 0;
+      CHECK(p && pclose(p) == 0);
+      const size_t pre = strlen("The cat");
+      CHECK(n == pre + len + 1 && memcmp(out, "The cat", pre) == 0 && memcmp(out + pre, text, len) == 0);
+      CHECK(len > 1 && text[0] == ' ');
+      if (len > 1 && text[0] != ' ') fprintf(stderr, "poll text: '%.*s'\n", (int)len, text);
+      vkspec_context_destroy(sc);
+      vkspec_model_destroy(sm);
+      unlink(path);
+      rmdir(dir);
+    }
   }
 
   /* The model handle first: its contexts keep the weights (not a byte freed) and keep working. */
