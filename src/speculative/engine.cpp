@@ -260,13 +260,19 @@ void Engine::check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) con
   for (uint32_t id : prompt)
     if (id >= V) throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(V) + ")");
   // Cache slots a step may write past the committed tokens: the verified tree, the draft levels.
-  const uint64_t slack = verify_nodes() + uint64_t(draft_depth()) * (draft_depth() ? opts_.topk : 0) + 2;
+  // ar needs none: the prompt's pass emits token P, and the step emitting token P + k writes the
+  // cache row of P + k - 1, so n tokens write rows up to P + n - 2 (a done step writes nothing).
+  // P + n <= the context, as llama.cpp counts it.
+  const uint64_t slack = opts_.strategy == Strategy::AR
+                             ? 0
+                             : verify_nodes() + uint64_t(draft_depth()) * (draft_depth() ? opts_.topk : 0) + 2;
   if (uint64_t(P) + n_new + slack > model_.capacity())
-    throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) + " new tokens + " +
-                std::to_string(slack) + " cache slots a step writes past them (" +
-                (draft_depth() ? "its verified tree and draft levels, " : "") +
-                "the last step's) does not fit the context of " + std::to_string(model_.capacity()) +
-                " tokens (raise " + opts_.names->ctx + " or lower " + opts_.names->n_new + ")");
+    throw Error("prompt of " + std::to_string(P) + " tokens + " + std::to_string(n_new) + " new tokens" +
+                (slack ? " + " + std::to_string(slack) + " cache slots a step writes past them (" +
+                             (draft_depth() ? "its verified tree and draft levels, " : "") + "the last step's)"
+                       : std::string()) +
+                " does not fit the context of " + std::to_string(model_.capacity()) + " tokens (raise " +
+                opts_.names->ctx + " or lower " + opts_.names->n_new + ")");
   for (auto& d : parts_->drafter_store)
     if (uint64_t(P) + n_new + slack > d->capacity())
       throw Error(std::string("prompt + new tokens do not fit the draft head's context; raise ") + opts_.names->ctx);
