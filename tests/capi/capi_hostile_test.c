@@ -10,7 +10,8 @@
  * refused leaves the running generation as it was; vkspec_step_submit says DONE once the device
  * has ended the generation, before any poll; vkspec_cancel from another thread ends a
  * vkspec_generate, which releases the runtime's lock while the GPU works; a generated 0x00 byte
- * keeps the text after it (text_length); vkspec_tokenize racing context creation. */
+ * keeps the text after it (text_length); a cancel while a character waits for its last bytes
+ * still gives every byte (the done poll flushes); vkspec_tokenize racing context creation. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -313,6 +314,45 @@ int main(int argc, char** argv) {
       CHECK(text_n > strlen(text));
     }
     CHECK(found);
+  }
+
+  /* vkspec_cancel while a character's first byte waits for the rest: the poll that says done
+   * gives it (nothing more will come for it) as the one U+FFFD a cut character is, instead of
+   * dropping it. A hot sample on the byte vocabulary soon ends a poll on a UTF-8 lead byte (a
+   * lone one: an earlier waiting byte has been given as U+FFFD by then); the cancel comes right
+   * then, with no step in flight. */
+  {
+    vkspec_generation_params p = gp;
+    p.strategy = VKSPEC_STRATEGY_AR, p.max_tokens = 200, p.temperature = 50.0f;
+    int exercised = 0;
+    for (uint64_t seed = 1; seed <= 20 && !exercised; ++seed) {
+      p.seed = seed;
+      REQUIRE_OK(vkspec_generation_start(c, &p), c);
+      char text[4096];
+      uint32_t text_n = 0, text_at_cancel = 0, at_cancel = 0;
+      Tokens t = {{0}, 0};
+      int cancelled = 0;
+      for (int polls = 0; polls < 2000000; ++polls) {
+        vkspec_poll_result r;
+        REQUIRE_OK(vkspec_poll(c, &r), c);
+        collect(&t, r.tokens, r.count);
+        if (text_n + r.text_length < sizeof text) memcpy(text + text_n, r.text, r.text_length), text_n += r.text_length;
+        if (r.done && !r.in_flight) break;
+        const uint32_t last = t.n ? t.ids[t.n - 1] : 0;
+        if (!cancelled && !r.in_flight && r.count && last >= 0xC2 && last <= 0xF4) {
+          CHECK(vkspec_cancel(c) == VKSPEC_OK);
+          cancelled = 1, at_cancel = t.n, text_at_cancel = text_n;
+        } else if (!cancelled && !r.in_flight) {
+          vkspec_step_submit(c, 1);
+        }
+      }
+      if (!cancelled || t.n != at_cancel) continue;  /* tokens came after the cancel: another seed */
+      exercised = 1;
+      fprintf(stderr, "seed %llu: cancelled after %u tokens, the last 0x%02x; the done poll gave %u bytes of text\n",
+              (unsigned long long)seed, t.n, t.ids[t.n - 1], text_n - text_at_cancel);
+      CHECK(text_n - text_at_cancel == 3 && memcmp(text + text_at_cancel, "\xEF\xBF\xBD", 3) == 0);
+    }
+    CHECK(exercised);
   }
 
   /* vkspec_tokenize writes the model's error text: it takes the runtime's lock like every call. */
