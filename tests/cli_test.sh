@@ -89,10 +89,10 @@ H="$root/models/head1,$root/models/head2"
 expect_error "--heads , is refused, not dereferenced" "option --heads has an empty item in ','" generate -m "$m" --heads , --strategy merge --tokens 1 -n 2
 expect_error "a 23-digit --device index is past the end, not a stoul error" "device index 12345678901234567890123 does not exist" devices --device 12345678901234567890123
 expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
-expect_error "bench --budget , is refused instead of printing an empty table" "option --budget has an empty item in ','" bench -m "$m" --budget ,
+expect_error "bench --budget , is refused instead of printing an empty table" "option --budget has an empty item in ','" bench -m "$m" --heads "$H" --budget ,
 expect_error "bench --suite names its choices" "--suite expects quick or standard, got 'fast'" bench --suite fast
 expect_error "bench --suite with an unknown built-in shape is refused before any work" "unknown model shape 'huge'" bench --suite quick --shapes huge
-expect_error "bench --from-json of a missing file is a clear error" "cannot read /no/such.json" bench --from-json /no/such.json --md
+expect_error "bench --from-json of a missing file is a clear error" "cannot read --from-json /no/such.json" bench --from-json /no/such.json --md
 expect_error "bench --from-json of a model file is refused as not JSON" "is not JSON" bench --from-json "$m" --md
 expect_error "bench-kernels refuses an unknown weight type by name" "unknown weight type 'q9_9'" bench-kernels --types q9_9 --no-cost
 expect_error "bench-kernels refuses batch 0 with the range it takes" "batches expects an integer in 1..4096, got '0'" bench-kernels --batches 0,4 --no-cost
@@ -248,7 +248,7 @@ expect_error "bench --suite --shapes , is refused, not a crash on an empty model
 expect_error "an empty list item is refused, not dropped" "option --topk has an empty item in '1,,2'" generate -m "$m" --heads "$H" --strategy single1 --topk 1,,2 --tokens 1 -n 2
 expect_error "--stop , is refused, not read as no stop token" "option --stop has an empty item in ','" generate -m "$m" --tokens 1 -n 2 --stop ,
 expect_error "a strategy listed twice is refused, not measured twice" "option --strategies lists 'ar' more than once" bench -m "$m" --strategies ar,ar -n 2
-expect_error "a bench whose every configuration is refused fails, naming why" "no configuration can run, nothing to measure" bench -m "$m" --heads "$H" --strategies single1 --budget 0 --topk 1 -n 2 --rounds 1
+expect_error "a bench whose every configuration is refused fails, naming why" "no configuration can run, nothing to measure" bench -m "$m" --heads "$H" --strategies single1 --budget 200 --topk 1 -n 2 --rounds 1
 expect_error "draft options with ar are refused, not ignored" "--heads, --budget set(s) how a speculative strategy drafts, but no --strategy was given" generate -m "$m" --heads "$H" --budget 16 --tokens 1 -n 2
 expect_error "a temperature whose inverse overflows is refused, not sampled as noise" "--temp 1.4013e-45 is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e-45
 expect_error "a temperature past the float range is refused, not read as inf" "--temp inf is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e39
@@ -273,7 +273,7 @@ expect_error "a hex --temp is refused as the integer options refuse hex" "option
 expect_error "single2 with one head says it needs the second" "strategy single2 drafts with the second of two heads" generate -m "$m" --heads "$root/models/head1" --strategy single2 --tokens 1 -n 2
 expect_error "bench --max-prompts 0 is refused by name" "option --max-prompts expects an integer in 1.." bench -m "$m" --max-prompts 0 -n 2
 err=$("$vkspec" bench-kernels --cost-model /nonexistent.gguf --types f16 --shapes 64x64 --batches 1 2>&1 >/dev/null); rc=$?
-check "bench-kernels: a missing --cost-model is refused before any matmul runs" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'unknown model shape' && ! printf '%s' \"\$err\" | grep -q '^matmul'"
+check "bench-kernels: a missing --cost-model is refused before any matmul runs" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'no such file' && ! printf '%s' \"\$err\" | grep -q '^matmul'"
 expect_error "an option typed with an empty value says so, not that it needs one" "option --budget was given an empty value" generate -m "$m" --heads "$H" --strategy merge --budget '' --tokens 1 -n 2
 expect_error "a flag given =VALUE is refused, not dropped" "option --json takes no value, got '--json=yes'" generate -m "$m" --tokens 1 -n 2 --json=yes
 expect_error "bench-tokenizer --mib 0 is refused by name, not answered with the usage text" "option --mib expects an integer in 1..1024, got '0'" bench-tokenizer -m "$m" --mib 0
@@ -324,6 +324,46 @@ check "leading zeros: 0000000000072 is id 72 and -n 0000000000000000000003 is 3,
 err=$("$vkspec" perplexity -m "$m" --tokens "1 72 101 108 108" --ctx 2 2>&1); rc=$?
 check "perplexity with a window too short is refused before it prints its plan" \
   "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'window 2 is too short' && ! printf '%s' \"\$err\" | grep -q 'windows of'"
+
+# The benchmark commands, from a probe of their options and outputs (session 21).
+bd=$(mktemp -d)
+cp -r "$root/models" "$bd/demo"
+sum_before=$(md5sum "$bd/demo/prompts.txt" "$bd/demo/verifier.gguf" "$bd/demo/head1/"* | md5sum)
+expect_error "bench --suite refuses a --json that names the demo's prompts (it wrote over them)" "is the file of the demo" \
+  bench --suite quick --reps 1 --demo "$bd/demo" --json "$bd/demo/prompts.txt"
+expect_error "bench --suite refuses a --md that names a head's weights" "is the file of the demo" \
+  bench --suite quick --reps 1 --demo "$bd/demo" --md "$(ls "$bd/demo/head1/"* | head -1)"
+check "the demo's files are untouched" "[ \"\$(md5sum \"$bd/demo/prompts.txt\" \"$bd/demo/verifier.gguf\" \"$bd/demo/head1/\"* | md5sum)\" = \"$sum_before\" ]"
+touch "$bd/a.json"
+expect_error "bench --suite: --json and --md spelled differently but one file are refused" "name the same file" \
+  bench --suite quick --reps 1 --json "$bd/a.json" --md "$bd/./a.json"
+expect_error "bench --suite: --json and --md both to standard output are refused (neither would parse)" "both go to standard output" \
+  bench --suite quick --reps 1 --json --md
+rm -rf "$bd/demo/head2"
+expect_error "bench --suite: a demo folder without head2 is refused before any work" "holds no head2/" bench --suite quick --reps 1 --demo "$bd/demo"
+expect_error "bench --suite: --shapes with -m is refused, not ignored" "give one of them" bench --suite quick --reps 1 -m "$m" --shapes tiny-512x8
+head -c $((17 << 20)) /dev/zero | tr '\0' ' ' > "$bd/big.json"
+expect_error "bench --from-json of a huge file is refused by size, not parsed into gigabytes" "larger than 16 MiB" bench --from-json "$bd/big.json" --md "$bd/x.md"
+rm -rf "$bd"
+if [ -w /dev/full ]; then
+  err=$("$vkspec" devices --json 2>&1 >/dev/full); rc=$?
+  check "results written to a full standard output fail the command, saying why" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'cannot write standard output: No space left on device'"
+fi
+expect_error "bench -n 1 is refused: there is no decode step to time" "-n must be at least 2" bench -m "$m" -n 1
+expect_error "bench --prompts with --tokens-file is refused, not one ignored" "give one of --prompts and --tokens-file" \
+  bench -m "$m" --prompts "$root/models/prompts.txt" --tokens-file "$root/models/prompts.txt" -n 2
+expect_error "bench --budget 4,04 lists one budget twice" "option --budget lists 4 more than once" bench -m "$m" --heads "$H" --budget 4,04 -n 2
+expect_error "bench --topk 1,01 lists one top-k twice" "option --topk lists 1 more than once" bench -m "$m" --heads "$H" --topk 1,01 -n 2
+expect_error "bench --budget 0 is refused by name" "option --budget expects an integer in 1.." bench -m "$m" --heads "$H" --budget 0 -n 2
+expect_error "bench --depth without heads is refused, not ignored" "without heads bench measures ar only" bench -m "$m" --depth 0 -n 2
+expect_error "bench --stop at every prompt's first token times nothing and says so" "no decode step was timed" \
+  bench -m "$m" --tokens-file <(printf '72 101\n') --stop "$("$vkspec" generate -m "$m" --tokens "72 101" -n 1 --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"][0])')" -n 4 --rounds 1
+expect_error "bench-kernels --types f16,F16 names one type twice" "option --types lists f16 more than once" bench-kernels --types f16,F16 --shapes 64x64 --batches 1 --no-cost
+expect_error "bench-kernels --no-cost with --cost-rows is refused, not ignored" "--no-cost drops the cost measurement" bench-kernels --no-cost --cost-rows 7 --shapes 64x64 --types f16 --batches 1
+expect_error "bench-kernels --cost-model a directory is refused before any matmul" "is a directory" bench-kernels --cost-model "$root/models" --shapes 64x64 --types f16 --batches 1
+expect_error "bench-kernels --reps past 1000 is refused" "option --reps expects an integer in 1..1000" bench-kernels --reps 100000 --shapes 64x64 --types f16 --batches 1 --no-cost
+expect_error "bench-kernels: a shape past the device's largest allocation is refused before the host fills it" "exceed the device's largest allocation" \
+  bench-kernels --shapes 65536x65536 --types f32 --batches 1 --no-cost
 
 # A SentencePiece continuation keeps the space of its first piece (session 20's "France isParis"):
 # a random model carrying llama.cpp's llama-spm vocabulary, its stdout and --json text against a

@@ -105,7 +105,7 @@ std::string Args::get_one(std::initializer_list<const char*> names, const std::s
   return given.empty() ? fallback : get(given);
 }
 
-std::string read_file(const std::string& path, const std::string& what) {
+std::string read_file(const std::string& path, const std::string& what, size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + what + " " + path + ": it is a directory");
   std::ifstream f(path, std::ios::binary);
@@ -116,8 +116,8 @@ std::string read_file(const std::string& path, const std::string& what) {
   char buf[1 << 16];
   while (f.read(buf, sizeof buf) || f.gcount() > 0) {
     out.append(buf, size_t(f.gcount()));
-    if (out.size() > kMaxReadFileBytes)
-      throw Error(what + " " + path + " is larger than " + std::to_string(kMaxReadFileBytes >> 20) + " MiB");
+    if (out.size() > max_bytes)
+      throw Error(what + " " + path + " is larger than " + std::to_string(max_bytes >> 20) + " MiB");
   }
   if (f.bad()) throw Error("cannot read " + what + " " + path + ": read error");
   return out;
@@ -139,12 +139,22 @@ std::vector<std::string> option_list(const std::string& what, const std::string&
 }
 
 void refuse_overwrite(const std::string& out_option, const std::string& out,
-                      std::initializer_list<std::pair<const char*, std::string>> inputs) {
+                      const std::vector<std::pair<std::string, std::string>>& inputs) {
   for (const auto& [option, in] : inputs) {
     std::error_code ec;
     if (!out.empty() && !in.empty() && std::filesystem::equivalent(out, in, ec))
-      throw Error(out_option + " " + out + " is the file given as " + option + ": writing it would destroy it (give another output path)");
+      throw Error(out_option + " " + out + " is the file " + (option.starts_with("-") ? "given as " : "") + option +
+                  ": writing it would destroy it (give another output path)");
   }
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  std::error_code ea, eb;
+  const fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
+  return ea || eb ? a == b : pa == pb;
 }
 
 void check_writable(const std::string& out_option, const std::string& out) {

@@ -31,13 +31,23 @@ static int run_bench(const std::vector<std::string>& argv) {
   const bool timing = args.flag("time-kernels");
   const std::string prompts_path = args.get("prompts", "");
   const std::string tokens_path = args.get("tokens-file", "");
+  if (!prompts_path.empty() && !tokens_path.empty()) throw Error("give one of --prompts and --tokens-file, not both");
   const uint32_t n = uint32_t(args.get_uint("n", 64));
-  if (n == 0) throw Error("bench needs -n of at least 1 new token per prompt");
+  // The first new token comes from the prompt's pass; tokens/s and tau are of the steps after it.
+  if (n < 2) throw Error("bench times decode steps: -n must be at least 2 (the first new token comes from the prompt's pass)");
+  if (!args.has("heads"))
+    for (const char* o : {"budget", "topk", "depth"})
+      if (args.has(o)) throw Error(std::string("--") + o + " shapes the draft of --heads; without heads bench measures ar only");
   const int max_prompts = int(args.get_uint("max-prompts", 1 << 30, INT32_MAX, 1));
   const uint32_t rounds = uint32_t(args.get_uint("rounds", 3, 1000, 1));
   std::vector<uint32_t> budgets;
   const std::string budget_list = args.get("budget", "8");
-  for (auto& b : option_list("budget", budget_list)) budgets.push_back(uint32_t(parse_uint("budget", b)));
+  for (auto& b : option_list("budget", budget_list)) {
+    const uint32_t v = uint32_t(parse_uint("budget", b, UINT32_MAX, 1));
+    if (std::find(budgets.begin(), budgets.end(), v) != budgets.end())  // 4,04
+      throw Error("option --budget lists " + std::to_string(v) + " more than once");
+    budgets.push_back(v);
+  }
   std::vector<Strategy> strategies;
   const std::string all = args.has("heads") ? "ar,single1,single2,route,merge,merge-trie" : "ar";
   for (auto& x : option_list(args.has("strategy") ? "strategy" : "strategies", args.get_one({"strategies", "strategy"}, all)))
@@ -116,10 +126,19 @@ static int run_bench(const std::vector<std::string>& argv) {
   // An untimed warm-up pass per configuration over the first prompt: a driver may compile a
   // pipeline at its first dispatch (lavapipe does, and a tree step's kernels take seconds), which
   // would otherwise land in each configuration's first round, in its tokens/s and its spread.
+  // Each other prompt length then gets a short run too: a prefill of a new length may need pipelines
+  // of its own, which fell on whichever configuration met that prompt first (its prefill tokens/s
+  // read 100x low).
   for (Config& c : configs) {
     if (!c.engine) continue;
     if (tty) std::fprintf(stderr, "\rwarm-up: %-11s budget %-4u top-k %-2u", strategy_name(c.strat), c.B, c.K);
     c.engine->generate(prompts.front(), n);
+    std::vector<size_t> seen = {prompts.front().size()};
+    for (const auto& p : prompts)
+      if (std::find(seen.begin(), seen.end(), p.size()) == seen.end()) {
+        seen.push_back(p.size());
+        c.engine->generate(p, 2);
+      }
   }
   for (uint32_t round = 0; round < rounds; ++round) {
     std::vector<uint64_t> toks(configs.size(), 0);
@@ -161,6 +180,9 @@ static int run_bench(const std::vector<std::string>& argv) {
     }
   }
   if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+  // A --stop id emitted first by every prompt leaves no step to time: say so, not a table of zeros.
+  if (std::none_of(configs.begin(), configs.end(), [](const Config& c) { return c.engine && c.steps > 0; }))
+    throw Error("no decode step was timed: every prompt ended at its first new token (a --stop id?), nothing measured");
 
   nlohmann::json results = nlohmann::json::array();
   std::fprintf(stderr, "%-11s %6s %5s %6s %7s %10s %8s %8s %11s\n", "strategy", "budget", "top-k", "nodes", "tau", "tokens/s",
@@ -179,7 +201,9 @@ static int run_bench(const std::vector<std::string>& argv) {
       if (ar->round_tps[r] > 0) ratios.push_back(c.round_tps[r] / ar->round_tps[r]);
     const double speedup = ratios.empty() ? 0 : median(ratios);
     const auto [lo, hi] = std::minmax_element(c.round_tps.begin(), c.round_tps.end());
-    const double spread = tps > 0 ? (*hi - *lo) / tps : 0;  // (max - min) / mean over the rounds
+    double round_mean = 0;
+    for (double x : c.round_tps) round_mean += x / double(c.round_tps.size());
+    const double spread = round_mean > 0 ? (*hi - *lo) / round_mean : 0;  // (max - min) / mean over the rounds
     const uint64_t steps = c.steps;
     nlohmann::json r = {{"strategy", strategy_name(c.strat)},
                         {"budget", is_ar ? 0 : c.B},
@@ -204,7 +228,7 @@ static int run_bench(const std::vector<std::string>& argv) {
                         {"prompt_tokens", c.prompt_tokens / std::max<uint64_t>(rounds, 1)},  // all prompts' tokens, once
                         {"rounds", rounds},
                         {"new_tokens", n}};
-    if (!is_ar)
+    if (!is_ar && steps)
       r[c.strat == Strategy::Route ? "route_wins" : "accepted_path_head"] = {{"none", c.wins[0] / steps},
                                                                              {"head1", c.wins[1] / steps},
                                                                              {"head2", c.wins[2] / steps},

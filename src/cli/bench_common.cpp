@@ -112,7 +112,21 @@ nlohmann::json measure_matmul(Context& ctx, WeightType t, const MatmulPlan& plan
                 std::to_string(weight_type_block(t)));
   const double tick_s = ctx.caps().timestamp_period_ns * 1e-9;
   const double wb = weight_bytes(t, N, K);
-  const uint32_t copies = uint32_t(std::clamp<double>(std::ceil(double(plan.rotate_mib) * 1048576.0 / wb), 1, 256));
+  const std::string shape = std::to_string(N) + "x" + std::to_string(K) + " " + ts;
+  if (wb > double(ctx.caps().max_allocation_bytes))
+    throw Error("matmul " + shape + ": its " + std::to_string(uint64_t(wb) >> 20) + " MiB of weights exceed the device's largest allocation of " +
+                std::to_string(ctx.caps().max_allocation_bytes >> 20) + " MiB");
+  // Copies enough to rotate through --rotate-mib (so no cache holds the weights), at most 256 and
+  // at most half the device's memory; the JSON reports how many.
+  double most = 256;
+  if (ctx.caps().device_local_bytes) most = std::min(most, std::floor(0.5 * double(ctx.caps().device_local_bytes) / wb));
+  const uint32_t copies = uint32_t(std::clamp<double>(std::ceil(double(plan.rotate_mib) * 1048576.0 / wb), 1, std::max(most, 1.0)));
+  // Every timed dispatch is recorded in one command buffer: bounded, not memory without end.
+  const uint64_t dispatches = uint64_t(copies) * uint64_t(plan.reps + 1);
+  if (dispatches > kMaxMatmulDispatches)
+    throw Error("matmul " + shape + ": " + std::to_string(plan.reps) + " repetitions of " + std::to_string(copies) +
+                " weight copies are " + std::to_string(dispatches) + " dispatches in one submission, more than " +
+                std::to_string(kMaxMatmulDispatches) + " (lower --reps or --rotate-mib)");
   auto raw = random_weight(t, N, K, N ^ K);
   std::vector<DeviceWeight> ws;
   for (uint32_t c = 0; c < copies; ++c) ws.push_back(upload_weight(ctx, t, N, K, raw.data()));
@@ -123,13 +137,15 @@ nlohmann::json measure_matmul(Context& ctx, WeightType t, const MatmulPlan& plan
     const uint32_t Kp = (K + 3) / 4 * 4;
     Buffer x(ctx, uint64_t(B) * Kp * 4), y(ctx, uint64_t(B) * N * 4);
     x.upload(std::vector<float>(size_t(B) * Kp, 0.5f));
-    // One submission; repetition r is the median over the copies of its pass.
-    Sequence seq(ctx, copies * uint32_t(plan.reps) + 1);
+    // One submission: a warm-up pass over the copies (a first dispatch pays the driver's one-time
+    // costs), then the timed passes; repetition r is the median over the copies of its pass.
+    Sequence seq(ctx, copies * uint32_t(plan.reps + 1) + 1);
     seq.begin();
-    for (int r = 0; r < plan.reps; ++r)
+    for (int r = -1; r < plan.reps; ++r)
       for (auto& w : ws) matmul(seq, w, Mat{&x, 0, Kp}, Mat{&y, 0, N}, B);
     seq.run();
     auto tm = seq.timings();
+    tm.erase(tm.begin(), tm.begin() + copies);  // the warm-up pass
     std::vector<double> us, gbs, gflops;
     double shortest = 1e30;
     const double bytes = wb + double(B) * K * 4 + double(B) * N * 4;
@@ -137,7 +153,8 @@ nlohmann::json measure_matmul(Context& ctx, WeightType t, const MatmulPlan& plan
       std::vector<double> pass;
       for (uint32_t c = 0; c < copies; ++c) pass.push_back(tm[size_t(r) * copies + c].us);
       std::sort(pass.begin(), pass.end());
-      const double med = pass[pass.size() / 2];
+      const size_t h = pass.size() / 2;
+      const double med = pass.size() % 2 ? pass[h] : 0.5 * (pass[h - 1] + pass[h]);
       shortest = std::min(shortest, pass.front() * 1e-6);
       us.push_back(med);
       gbs.push_back(bytes / (med * 1e-6) / 1e9);

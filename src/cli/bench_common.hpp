@@ -34,6 +34,7 @@ struct MatmulPlan {
   int reps = 3;
   uint64_t rotate_mib = 1024;  // weights rotate over copies totalling this much (DRAM-bound)
 };
+inline constexpr uint64_t kMaxMatmulDispatches = 65536;  // per batch size, warm-up included
 // One JSON row per batch: dtype, rows, cols, batch, us, gb_per_s, gflop_per_s (each a stat over
 // the repetitions), weight_copies, path. `progress` is called before each batch.
 nlohmann::json measure_matmul(Context& ctx, WeightType t, const MatmulPlan& plan,

@@ -30,12 +30,14 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   Args args(argv);
   const bool json = args.flag("json");
   MatmulPlan plan;
-  plan.rotate_mib = args.get_uint("rotate-mib", 1024);
-  plan.reps = int(args.get_uint("reps", 3, 100000, 1));
+  plan.rotate_mib = args.get_uint("rotate-mib", 1024, 65536);
+  plan.reps = int(args.get_uint("reps", 3, 1000, 1));
   const std::string shapes_opt = args.get("shapes", "4096x4096,512x512,1408x512,512x1408");
   const std::string types_opt = args.get("types", "f16,q8_0,f32");
   plan.batches = parse_list("batches", args.get("batches", "1,2,4,8,16,32,64"));
   const bool cost = !args.flag("no-cost");
+  for (const char* o : {"cost-model", "cost-rows", "cost-kv"})
+    if (!cost && args.has(o)) throw Error(std::string("--no-cost drops the cost measurement that --") + o + " sets up: give one of them");
   const bool cost_kernels = args.flag("time-kernels");
   const std::string cost_model = args.get("cost-model", "tiny-512x8");
   const std::vector<uint32_t> cost_rows = parse_list("cost-rows", args.get("cost-rows", "1,2,4,8,16,32,64"));
@@ -47,7 +49,13 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
   if (cost_kernels && !cost) throw Error("--time-kernels times the forwards of the cost measurement: drop --no-cost");
   // The cost model named before any matmul runs: a mistyped path failed only after them.
   std::error_code ec;
-  if (cost && !std::filesystem::exists(cost_model, ec)) find_model_shape(cost_model);
+  if (cost && std::filesystem::is_directory(cost_model, ec))
+    throw Error("--cost-model " + cost_model + " is a directory: give a GGUF file or a random shape's name");
+  if (cost && !std::filesystem::exists(cost_model, ec)) {
+    if (cost_model.find('/') != std::string::npos || cost_model.ends_with(".gguf"))
+      throw Error("--cost-model " + cost_model + ": no such file");
+    find_model_shape(cost_model);
+  }
   std::vector<std::pair<uint32_t, uint32_t>> shapes;
   for (const std::string& shp : option_list("shapes", shapes_opt)) {
     // Digits only on each side of the x: sscanf's %u read 4294967297 as 1 and took signs and spaces.
@@ -63,7 +71,12 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     shapes.push_back({side(n), side(k)});
   }
   std::vector<WeightType> types;
-  for (const std::string& ts : option_list("types", types_opt)) types.push_back(parse_weight_type(ts));
+  for (const std::string& ts : option_list("types", types_opt)) {
+    const WeightType t = parse_weight_type(ts);
+    if (std::find(types.begin(), types.end(), t) != types.end())  // f16,F16: one type spelled twice
+      throw Error("option --types lists " + std::string(weight_type_name(t)) + " more than once");
+    types.push_back(t);
+  }
   Context ctx(co);
   warn_idle(ctx.caps());
   if (ctx.caps().timestamp_period_ns <= 0) throw Error("device '" + ctx.caps().name + "' has no compute timestamps");

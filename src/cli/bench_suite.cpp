@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli/bench_common.hpp"
 #include "cli/commands.hpp"
@@ -224,6 +225,22 @@ nlohmann::json bench_models(Context& ctx, const std::vector<ModelUnderTest>& fil
   return out;
 }
 
+// The files the speculative phase reads from the demo folder, checked before any work: the heads
+// and prompts were opened only in the last phase, minutes into a run.
+std::vector<std::string> demo_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files = {dir + "/verifier.gguf", dir + "/prompts.txt"};
+  std::error_code ec;
+  if (!fs::is_regular_file(files[1], ec)) throw Error("--demo " + dir + " holds no prompts.txt");
+  for (const char* head : {"head1", "head2"}) {
+    const fs::path h = fs::path(dir) / head;
+    if (!fs::is_directory(h, ec)) throw Error("--demo " + dir + " holds no " + head + "/ (the demo's draft heads)");
+    for (const auto& e : fs::recursive_directory_iterator(h, ec))
+      if (e.is_regular_file(ec)) files.push_back(e.path().string());
+  }
+  return files;
+}
+
 std::string find_demo_dir(const std::string& given) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -251,8 +268,7 @@ nlohmann::json bench_speculative(Context& ctx, const std::string& dir, const Sui
   const Tokenizer tok = Tokenizer::from_gguf(file);
   std::vector<std::vector<uint32_t>> prompts;
   {
-    std::ifstream f(dir + "/prompts.txt");
-    if (!f) throw Error("cannot read " + dir + "/prompts.txt");
+    std::istringstream f(read_file(dir + "/prompts.txt", "the demo's prompt file"));
     std::string line;
     while (prompts.size() < c.prompts && std::getline(f, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF line ends
@@ -373,19 +389,24 @@ void collect_unreliable(const nlohmann::json& j, const std::string& where, nlohm
 int run_suite(Args& args) {
   const std::string json_path = output_path(args, "json"), md_path = output_path(args, "md");
   const std::string from = args.get("from-json", "");
-  if (!json_path.empty() && json_path != "-" && json_path == md_path)
-    throw Error("--json and --md both name " + json_path + ": give each its own file");
+  if (!json_path.empty() && !md_path.empty()) {
+    if (json_path == "-" && md_path == "-")
+      throw Error("--json and --md both go to standard output, which would then hold neither JSON nor markdown: "
+                  "give one of them a file");
+    if (json_path != "-" && md_path != "-" && same_file(json_path, md_path))
+      throw Error("--json " + json_path + " and --md " + md_path + " name the same file: give each its own file");
+  }
   if (!from.empty()) {  // re-render a saved run as markdown, no device involved
     // It writes markdown only: a --json path would be left unwritten without a word.
     if (!json_path.empty()) throw Error("--from-json renders a saved run as markdown (--md [FILE]); --json does not apply to it");
     refuse_overwrite("--md", md_path, {{"--from-json", from}});
     check_writable("--md", md_path);
     args.reject_unknown();
-    std::ifstream f(from);
-    if (!f) throw Error("cannot read " + from);
+    // A saved run is ~70 KB: a bound keeps a huge or endless input from taking the memory.
+    const std::string text = read_file(from, "--from-json", size_t(16) << 20);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(f);
+      j = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
       throw Error(from + " is not JSON: " + e.what());
     }
@@ -400,13 +421,27 @@ int run_suite(Args& args) {
   }
   SuiteConfig c = suite_config(args.get("suite"));
   const std::string model_path = args.get_one({"m", "model"});
-  refuse_overwrite("--json", json_path, {{"-m", model_path}});
-  refuse_overwrite("--md", md_path, {{"-m", model_path}});
+  if (!model_path.empty() && args.has("shapes"))
+    throw Error("--shapes picks the random models measured without -m; with -m only that file is measured: give one of them");
+  const std::string demo = find_demo_dir(args.get("demo", ""));
+  // Every file the run reads: an output naming one of them would destroy it.
+  std::vector<std::pair<std::string, std::string>> inputs = {{"-m", model_path}};
+  for (const std::string& f : demo_files(demo)) inputs.push_back({"of the demo", f});
+  refuse_overwrite("--json", json_path, inputs);
+  refuse_overwrite("--md", md_path, inputs);
   check_writable("--json", json_path);
   check_writable("--md", md_path);
   if (args.has("shapes")) c.shapes = option_list("shapes", args.get("shapes"));
   if (args.has("reps")) c.reps = int(args.get_uint("reps", 3, 1000, 1));
-  const std::string demo = find_demo_dir(args.get("demo", ""));
+  if (!model_path.empty()) {  // c(N) runs on it after minutes of other phases: its context is checked now
+    const GgufFile f = GgufFile::open(model_path);
+    const uint64_t need = kCostAt + *std::max_element(c.cost_rows.begin(), c.cost_rows.end());
+    const int ctx_len = read_llama_config(f).ctx;
+    if (ctx_len > 0 && uint64_t(ctx_len) < need)
+      throw Error("-m " + model_path + ": its context of " + std::to_string(ctx_len) + " tokens is below the " +
+                  std::to_string(need) + " the suite's c(N) needs (" + std::to_string(kCostAt) + " committed positions + " +
+                  std::to_string(need - kCostAt) + " rows)");
+  }
   const std::string device = args.get("device", "");
   args.reject_unknown();
   for (const std::string& s : c.shapes) find_model_shape(s);  // unknown names fail before any work

@@ -66,7 +66,10 @@ std::vector<std::string> option_list(const std::string& what, const std::string&
 // Refuses writing `out` (given as option `out_option`) where it names the same file as one of
 // `inputs` (option, path): the input would be overwritten before or while it is read.
 void refuse_overwrite(const std::string& out_option, const std::string& out,
-                      std::initializer_list<std::pair<const char*, std::string>> inputs);
+                      const std::vector<std::pair<std::string, std::string>>& inputs);
+// Whether two paths name one file: the same file if both exist (links and ./ spellings too),
+// else the same path once made absolute and normal.
+bool same_file(const std::string& a, const std::string& b);
 
 // Refuses an output path the command could not write, before the work whose result it would hold
 // (a benchmark suite runs for minutes): a missing folder, a directory, a read-only or virtual file
@@ -76,6 +79,6 @@ void check_writable(const std::string& out_option, const std::string& out);
 // The whole of a file the user named; `what` says what it is for the error ("prompt file"). A
 // directory, a read that fails or more than kMaxReadFileBytes is refused naming the path.
 inline constexpr size_t kMaxReadFileBytes = size_t(256) << 20;
-std::string read_file(const std::string& path, const std::string& what);
+std::string read_file(const std::string& path, const std::string& what, size_t max_bytes = kMaxReadFileBytes);
 
 }  // namespace vkspec::cli

@@ -1,4 +1,6 @@
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/commands.hpp"
@@ -27,12 +29,22 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   for (auto& c : vkspec::cli::commands()) {
     if (c.name != name) continue;
+    int rc = 1;
     try {
-      return c.run(rest);
+      rc = c.run(rest);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "vkspec %s: error: %s\n", name.c_str(), e.what());
+    }
+    // Results go to standard output: a write that failed there (a full disk, /dev/full) is an
+    // error, not a success with the results lost.
+    errno = 0;
+    const bool flush_failed = std::fflush(stdout) != 0;
+    if (flush_failed || std::ferror(stdout)) {
+      std::fprintf(stderr, "vkspec %s: error: cannot write standard output: %s\n", name.c_str(),
+                   errno ? std::strerror(errno) : "a write failed");
       return 1;
     }
+    return rc;
   }
   std::fprintf(stderr, "vkspec: unknown command '%s'\n", name.c_str());
   usage();

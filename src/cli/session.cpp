@@ -114,7 +114,12 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   if (topk_opt == "auto") {
     topks = kAutoTopks;
   } else if (topk_given) {
-    for (const std::string& w : option_list("topk", topk_opt)) topks.push_back(uint32_t(parse_uint("topk", w)));
+    for (const std::string& w : option_list("topk", topk_opt)) {
+      const uint32_t k = uint32_t(parse_uint("topk", w));
+      if (std::find(topks.begin(), topks.end(), k) != topks.end())  // 1,01
+        throw Error("option --topk lists " + std::to_string(k) + " more than once");
+      topks.push_back(k);
+    }
   } else {
     topks = {kDefaultTopk};
   }
