@@ -365,6 +365,24 @@ expect_error "bench-kernels --reps past 1000 is refused" "option --reps expects 
 expect_error "bench-kernels: a shape past the device's largest allocation is refused before the host fills it" "exceed the device's largest allocation" \
   bench-kernels --shapes 65536x65536 --types f32 --batches 1 --no-cost
 
+# The comparison tools: clear errors, no traceback, and never an input or an unnamed file overwritten.
+td=$(mktemp -d)
+printf '{' > "$td/trunc.json"
+cp "$root/docs/bench-suite-lavapipe.json" "$td/a.json"
+tool_err() {  # tool_err NAME PATTERN TOOL ARGS...: exit 1, PATTERN, no traceback
+  local name="$1" pat="$2" tool="$3"; shift 3
+  local err rc
+  err=$(/usr/bin/python3 "$root/tools/$tool" "$@" 2>&1 >/dev/null); rc=$?
+  check "$name" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q -- \"$pat\" && ! printf '%s' \"\$err\" | grep -q Traceback"
+}
+tool_err "compare_bench: a truncated file is named as not JSON" "trunc.json: not JSON" compare_bench.py "$td/trunc.json"
+tool_err "compare_bench: --md naming an input is refused" "is one of the inputs" compare_bench.py "$td/a.json" --md "$td/a.json"
+tool_err "compare_bench: an unknown option is not read as a file" "unknown option --pgn" compare_bench.py "$td/a.json" --pgn x.png
+tool_err "plot_bench: a folder as the output is refused (it wrote FOLDER.png)" "is a directory" plot_bench.py "$root/docs/bench-lavapipe.json" "$td"
+tool_err "plot_bench: a suite result is pointed to compare_bench" "plot it with tools/compare_bench.py" plot_bench.py "$td/a.json" "$td/x.png"
+check "the tools left the input as it was and wrote no unnamed file" "cmp -s \"$td/a.json\" \"$root/docs/bench-suite-lavapipe.json\" && [ ! -e \"$td.png\" ]"
+rm -rf "$td"
+
 # A SentencePiece continuation keeps the space of its first piece (session 20's "France isParis"):
 # a random model carrying llama.cpp's llama-spm vocabulary, its stdout and --json text against a
 # decode of the generated ids written here from the vocabulary's pieces.

@@ -9,29 +9,54 @@ and c(16). With --png (Debian's python3-matplotlib) draws τ and speedup per str
 GB/s by batch, one series per device. Figures flagged unreliable in a file carry a †.
 """
 import json
+import math
+import os
 import sys
 
 SCHEMA = "vkspec-bench/1"
 
 
 def load(path):
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"{path}: cannot read: {e}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"{path}: not JSON: {e}")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         sys.exit(f"{path}: not a `vkspec bench --suite` result (schema {SCHEMA})")
+    try:
+        rows_of(data)
+        data["device"]["name"], data["build"]["git_commit"], data["suite"]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        sys.exit(f"{path}: lacks a field of schema {SCHEMA} ({type(e).__name__}: {e})")
     return data
 
 
 def label(data, path, seen):
-    """Device name, made unique when two files come from the same device."""
+    """Device name, made unique when two files come from the same device (the path, then a count)."""
     name = data["device"]["name"]
     if name in seen:
         name = f"{name} ({path})"
+    base, k = name, 2
+    while name in seen:
+        name, k = f"{base} #{k}", k + 1
     seen.add(name)
     return name
 
 
+def finite_stat(stat):
+    """A {mean, sd} stat with finite numbers, else None (shown as –, left out of plots)."""
+    try:
+        ok = stat is not None and all(math.isfinite(float(stat[k])) for k in ("mean", "sd"))
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    return stat if ok else None
+
+
 def cell(stat, digits=2):
+    stat = finite_stat(stat)
     if stat is None:
         return "–"
     mark = " †" if stat.get("unreliable") else ""
@@ -122,8 +147,9 @@ def plot(files, out):
             vals = {config_of(data, r, "\n"): r[key] for r in data["speculative"]["results"]
                     if "error" not in r and r["strategy"] != "ar"}
             xs = [j + (i - (len(files) - 1) / 2) * width for j in range(len(configs))]
-            ax.bar(xs, [vals[c]["mean"] if c in vals else 0 for c in configs], width,
-                   yerr=[vals[c]["sd"] if c in vals else 0 for c in configs], label=name, capsize=2)
+            got = [finite_stat(vals.get(c)) for c in configs]
+            ax.bar(xs, [v["mean"] if v else 0 for v in got], width,
+                   yerr=[v["sd"] if v else 0 for v in got], label=name, capsize=2)
         if key == "speedup":
             ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(configs)))
@@ -135,7 +161,8 @@ def plot(files, out):
         ax = axes[1 + k // ncols][k % ncols]
         ax.set_visible(True)
         for name, data in files:
-            pts = sorted((r["batch"], r["gb_per_s"]["mean"]) for r in data["matmul"]["results"] if r["dtype"] == t)
+            pts = sorted((r["batch"], finite_stat(r["gb_per_s"])["mean"]) for r in data["matmul"]["results"]
+                         if r["dtype"] == t and finite_stat(r["gb_per_s"]))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.set_xscale("log", base=2)
@@ -163,24 +190,50 @@ def main(argv):
         elif argv[i] in ("-h", "--help"):
             print(__doc__)
             return
+        elif argv[i].startswith("-") and not os.path.exists(argv[i]):
+            sys.exit(f"unknown option {argv[i]} (--png OUT.png, --md OUT.md)")
         else:
             paths.append(argv[i])
             i += 1
     if not paths:
         sys.exit(__doc__)
+    # The outputs are checked before any work: never one of the inputs, never a folder, and a
+    # --png that names its format (matplotlib would add .png to a name without one).
+    for opt, out in (("--md", md), ("--png", png)):
+        if out is None:
+            continue
+        if os.path.isdir(out):
+            sys.exit(f"{opt} {out} is a directory; give a file name")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+            sys.exit(f"{opt} {out}: no such folder")
+        for p in paths:
+            if os.path.exists(out) and os.path.exists(p) and os.path.samefile(out, p):
+                sys.exit(f"{opt} {out} is one of the inputs: writing it would destroy it")
+    if png and not png.lower().endswith(".png"):
+        sys.exit(f"--png {png}: give a file name ending in .png")
     seen = set()
     files = []
     for p in paths:
         data = load(p)
         files.append((label(data, p, seen), data))
+    suites = sorted({data["suite"] for _, data in files})
+    if len(suites) > 1:
+        print(f"warning: the files come from different suites ({', '.join(suites)}): their prompts, token counts "
+              "and matmul shapes differ, so a row's figures are not comparable across them", file=sys.stderr)
     text = table(files)
     if md:
-        with open(md, "w") as f:
-            f.write(text)
+        try:
+            with open(md, "w") as f:
+                f.write(text)
+        except OSError as e:
+            sys.exit(f"--md {md}: cannot write: {e}")
     else:
         sys.stdout.write(text)
     if png:
-        plot(files, png)
+        try:
+            plot(files, png)
+        except OSError as e:
+            sys.exit(f"--png {png}: cannot write: {e}")
 
 
 if __name__ == "__main__":

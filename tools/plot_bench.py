@@ -8,6 +8,7 @@ Usage: /usr/bin/python3 tools/plot_bench.py bench.json out.png
 (Debian's python3-matplotlib; `ar` has no budget and is drawn as a horizontal reference line.)
 """
 import json
+import os
 import sys
 
 import matplotlib
@@ -19,9 +20,38 @@ import matplotlib.pyplot as plt
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    with open(sys.argv[1]) as f:
-        data = json.load(f)
+    src, out = sys.argv[1], sys.argv[2]
+    # The output first: matplotlib adds .png to a name without a known extension (a folder given as
+    # the output became FOLDER.png), and an input given twice would be overwritten.
+    if os.path.isdir(out):
+        sys.exit(f"{out} is a directory; give an output file name ending in .png, .svg or .pdf")
+    if not out.lower().endswith((".png", ".svg", ".pdf")):
+        sys.exit(f"{out}: give an output file name ending in .png, .svg or .pdf")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        sys.exit(f"{out}: no such folder")
+    try:
+        with open(src, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"{src}: cannot read: {e}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"{src}: not JSON: {e}")
+    if isinstance(data, dict) and data.get("schema") == "vkspec-bench/1":
+        sys.exit(f"{src} is a `bench --suite` result: plot it with tools/compare_bench.py --png")
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list) or "device" not in data:
+        sys.exit(f"{src}: not `vkspec bench --json` output (an object with device and results)")
+    try:
+        plot(data, out)
+    except (KeyError, TypeError, ValueError) as e:
+        sys.exit(f"{src}: lacks a field of `vkspec bench --json` output ({type(e).__name__}: {e})")
+    except OSError as e:
+        sys.exit(f"{out}: cannot write: {e}")
+
+
+def plot(data, out):
     rows = [r for r in data["results"] if "error" not in r]  # configurations that could not run
+    if not rows:
+        raise ValueError("no configuration in it measured anything")
     strategies = []
     for r in rows:
         if r["strategy"] not in strategies:
@@ -50,7 +80,7 @@ def main():
     axes[0].legend(fontsize=8)
     fig.suptitle(f"vkspec bench on {data['device']}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
+    fig.savefig(out, dpi=110)
 
 
 if __name__ == "__main__":
