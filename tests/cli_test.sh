@@ -365,6 +365,13 @@ expect_error "bench-kernels --reps past 1000 is refused" "option --reps expects 
 expect_error "bench-kernels: a shape past the device's largest allocation is refused before the host fills it" "exceed the device's largest allocation" \
   bench-kernels --shapes 65536x65536 --types f32 --batches 1 --no-cost
 
+out=$("$vkspec" bench --help 2>/dev/null); rc=$?
+check "vkspec bench --help prints the command's options, not an error" "[ $rc -eq 0 ] && printf '%s' \"\$out\" | grep -q -- '--tokens-file'"
+expect_error "bench-tokenizer without -m is an error (exit 1) naming -m" "no model given: -m MODEL.gguf" bench-tokenizer
+tfe=$(mktemp); printf '72 101\n , \n' > "$tfe"
+expect_error "a token-file line of separators only is named with its line" "line 2 gives an empty prompt" bench -m "$m" --tokens-file "$tfe" -n 2
+rm -f "$tfe"
+
 # The comparison tools: clear errors, no traceback, and never an input or an unnamed file overwritten.
 td=$(mktemp -d)
 printf '{' > "$td/trunc.json"

@@ -63,10 +63,13 @@ static int run_bench(const std::vector<std::string>& argv) {
     const std::string& path = tokens_path.empty() ? prompts_path : tokens_path;
     std::istringstream f(read_file(path, "prompt file"));
     std::string line;
-    while (std::getline(f, line) && int(prompts.size()) < max_prompts) {
+    for (uint64_t line_no = 1; std::getline(f, line) && int(prompts.size()) < max_prompts; ++line_no) {
       if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with CRLF line ends: the CR ends the line
       if (line.empty()) continue;
       prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line, "--tokens-file " + path));
+      if (prompts.back().empty())  // separators only, or text the tokenizer makes nothing of
+        throw Error((tokens_path.empty() ? "--prompts " : "--tokens-file ") + path + " line " + std::to_string(line_no) +
+                    " gives an empty prompt");
     }
   } else {
     prompts.push_back({1});

@@ -249,7 +249,7 @@ std::string suite_markdown(const nlohmann::json& j) {
      << " · int8 dot: " << int(d.at("int8_arithmetic").get<bool>()) << " · subgroup: "
      << count_of(d.at("subgroup_size")) << " (" << count_of(d.at("min_subgroup_size")) << "–"
      << count_of(d.at("max_subgroup_size")) << ") · shared memory: " << count_of(d.at("max_shared_memory"))
-     << " B · matrix cores: 0\n\n";
+     << " B · matrix cores: not used\n\n";
   md << "**Build:** vkspec " << b.at("vkspec_version").get<std::string>() << " (" << b.at("git_commit").get<std::string>()
      << ", " << b.at("build_type").get<std::string>() << ") · suite `" << j.at("suite").get<std::string>() << "` · "
      << count_of(j.at("settings").at("reps")) << " repetitions after a warm-up · CPU governor: "

@@ -46,10 +46,7 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
   const uint64_t mib = args.get_uint("mib", 1, 1024, 1);
   const int reps = int(args.get_uint("reps", 3, 1000, 1));
   args.reject_unknown();
-  if (model.empty()) {
-    std::fprintf(stderr, "usage: vkspec bench-tokenizer -m MODEL.gguf [-f FILE] [--mib N] [--reps R] [--json]\n");
-    return 2;
-  }
+  if (model.empty()) throw Error("no model given: -m MODEL.gguf (vkspec bench-tokenizer -m MODEL.gguf [-f FILE] [--mib N] [--reps R] [--json])");
   std::string text = kDefaultText;
   if (!file.empty()) {
     text = read_file(file, "text file");

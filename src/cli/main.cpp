@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   for (auto& c : vkspec::cli::commands()) {
     if (c.name != name) continue;
+    if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
+      std::printf("vkspec %s: %s\n", c.name.c_str(), c.summary.c_str());
+      return 0;
+    }
     int rc = 1;
     try {
       rc = c.run(rest);
