@@ -365,6 +365,11 @@ expect_error "bench-kernels --reps past 1000 is refused" "option --reps expects 
 expect_error "bench-kernels: a shape past the device's largest allocation is refused before the host fills it" "exceed the device's largest allocation" \
   bench-kernels --shapes 65536x65536 --types f32 --batches 1 --no-cost
 
+sm=$(mktemp -d)
+"$(dirname "$vkspec")/make_random_gguf" "$sm/ctx100.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --vocab 300 --ctx 100 2>/dev/null
+expect_error "bench --suite -m with a context too short for c(N) is refused before minutes of measurement" \
+  "its context of 100 tokens is below the 192 the suite's c(N) needs" bench --suite quick --reps 1 -m "$sm/ctx100.gguf" --json "$sm/x.json"
+rm -rf "$sm"
 out=$("$vkspec" bench --help 2>/dev/null); rc=$?
 check "vkspec bench --help prints the command's options, not an error" "[ $rc -eq 0 ] && printf '%s' \"\$out\" | grep -q -- '--tokens-file'"
 expect_error "bench-tokenizer without -m is an error (exit 1) naming -m" "no model given: -m MODEL.gguf" bench-tokenizer

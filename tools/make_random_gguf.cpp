@@ -1,5 +1,5 @@
 // make_random_gguf OUT.gguf [--dim 512] [--layers 8] [--heads 8] [--kv-heads 8] [--ffn 1408]
-//                  [--vocab 32000] [--type f16|f32|q8_0] [--seed 1] [--tied] [--arch llama]
+//                  [--vocab 32000] [--ctx 2048] [--type f16|f32|q8_0] [--seed 1] [--tied] [--arch llama]
 //                  [--yarn FACTOR] [--orig-ctx N] [--longrope] [--tokenizer-from VOCAB.gguf]
 // --tokenizer-from copies another file's tokenizer.* keys (e.g. llama.cpp's vocab-only files) and
 // takes its token count as the vocabulary, so text runs through a real tokenizer end to end.
@@ -20,7 +20,7 @@
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: %s OUT.gguf [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N] "
-                         "[--vocab N] [--type f16|f32|q8_0] [--seed N] [--tied] [--arch A] [--yarn FACTOR] "
+                         "[--vocab N] [--ctx N] [--type f16|f32|q8_0] [--seed N] [--tied] [--arch A] [--yarn FACTOR] "
                          "[--orig-ctx N] [--longrope] [--tokenizer-from VOCAB.gguf]\n", argv[0]);
     return 2;
   }
@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     else if (a == "--ffn") c.F = int(next());
     else if (a == "--vocab") c.V = int(next());
     else if (a == "--seed") seed = uint64_t(next());
+    else if (a == "--ctx") c.ctx = int(next());
     else if (a == "--tied") c.tied_output = true;
     else if (a == "--orig-ctx" && i + 1 < argc) {
       char* end = nullptr;
