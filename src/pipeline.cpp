@@ -176,7 +176,8 @@ Pipeline::~Pipeline() {
 static std::string cache_dir(const std::string& configured) {
   if (configured == "-") return {};
   if (!configured.empty()) return configured;
-  if (const char* env = std::getenv("VKSPEC_PIPELINE_CACHE")) return env;
+  if (const char* env = std::getenv("VKSPEC_PIPELINE_CACHE"))
+    return std::string(env) == "-" ? std::string() : env;  // "-": none, as the C API's pipeline_cache_dir
   // The XDG base directory rules: a relative XDG_CACHE_HOME is invalid and ignored (it would put a
   // cache folder in whatever directory the program runs from).
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/vkspec";

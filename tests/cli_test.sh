@@ -442,4 +442,8 @@ mkdir -p "$xdg/home" "$xdg/cwd"
 check "a relative XDG_CACHE_HOME is ignored: the pipeline cache goes to \$HOME/.cache/vkspec" \
   "[ ! -e \"$xdg/cwd/relcache/vkspec\" ] && ls \"$xdg/home/.cache/vkspec\"/pipelines-*.bin >/dev/null 2>&1"
 rm -rf "$xdg"
+nc=$(mktemp -d)
+(cd "$nc" && VKSPEC_PIPELINE_CACHE=- "$vkspec" generate -m "$m" --tokens 1 -n 2 >/dev/null 2>&1)
+check "VKSPEC_PIPELINE_CACHE=- keeps no cache (it made a folder named '-')" "[ ! -e \"$nc/-\" ]"
+rm -rf "$nc"
 exit $fail

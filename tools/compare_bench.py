@@ -16,14 +16,19 @@ import sys
 SCHEMA = "vkspec-bench/1"
 
 
-def load(path):
+def read_json(path):
+    """The JSON in `path`, or an exit naming the file and what is wrong (also for tools/plot_bench.py)."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            return json.load(f)
     except (OSError, UnicodeDecodeError) as e:
         sys.exit(f"{path}: cannot read: {e}")
     except json.JSONDecodeError as e:
         sys.exit(f"{path}: not JSON: {e}")
+
+
+def load(path):
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         sys.exit(f"{path}: not a `vkspec bench --suite` result (schema {SCHEMA})")
     try:

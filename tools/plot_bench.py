@@ -7,9 +7,10 @@ as a single head with B, so strategies are compared at equal verify cost on that
 Usage: /usr/bin/python3 tools/plot_bench.py bench.json out.png
 (Debian's python3-matplotlib; `ar` has no budget and is drawn as a horizontal reference line.)
 """
-import json
 import os
 import sys
+
+from compare_bench import read_json  # tools/, beside this script
 
 import matplotlib
 
@@ -29,13 +30,7 @@ def main():
         sys.exit(f"{out}: give an output file name ending in .png, .svg or .pdf")
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         sys.exit(f"{out}: no such folder")
-    try:
-        with open(src, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError) as e:
-        sys.exit(f"{src}: cannot read: {e}")
-    except json.JSONDecodeError as e:
-        sys.exit(f"{src}: not JSON: {e}")
+    data = read_json(src)
     if isinstance(data, dict) and data.get("schema") == "vkspec-bench/1":
         sys.exit(f"{src} is a `bench --suite` result: plot it with tools/compare_bench.py --png")
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) or "device" not in data:

@@ -39,6 +39,21 @@ static void collect(Tokens* t, const uint32_t* ids, uint32_t n) {
   for (uint32_t i = 0; i < n && t->n < 512; ++i) t->ids[t->n++] = ids[i];
 }
 
+/* Everything a generation's polls gave: its tokens and the bytes of its text. */
+typedef struct Polled {
+  Tokens t;
+  char text[4096];
+  uint32_t text_n;
+} Polled;
+
+/* One vkspec_poll, its tokens and text appended to `p`. */
+static void poll_into(vkspec_context* c, Polled* p, vkspec_poll_result* r) {
+  REQUIRE_OK(vkspec_poll(c, r), c);
+  collect(&p->t, r->tokens, r->count);
+  CHECK(r->text[r->text_length] == 0);
+  if (p->text_n + r->text_length < sizeof p->text) memcpy(p->text + p->text_n, r->text, r->text_length), p->text_n += r->text_length;
+}
+
 /* Polls a started generation to its end, submitting whenever the GPU is idle. */
 static void poll_to_end(vkspec_context* c, Tokens* t) {
   for (;;) {
@@ -290,18 +305,17 @@ int main(int argc, char** argv) {
     for (uint64_t seed = 1; seed <= 20 && !found; ++seed) {
       p.seed = seed;
       REQUIRE_OK(vkspec_generation_start(c, &p), c);
-      char text[4096];
-      uint32_t text_n = 0;
-      Tokens t = {{0}, 0};
+      static Polled got;
+      memset(&got, 0, sizeof got);
       for (;;) {
         vkspec_poll_result r;
-        REQUIRE_OK(vkspec_poll(c, &r), c);
-        collect(&t, r.tokens, r.count);
-        CHECK(r.text[r.text_length] == 0);
-        if (text_n + r.text_length < sizeof text) memcpy(text + text_n, r.text, r.text_length), text_n += r.text_length;
+        poll_into(c, &got, &r);
         if (r.done && !r.in_flight) break;
         if (!r.in_flight) vkspec_step_submit(c, 8);
       }
+      const Tokens t = got.t;
+      const char* text = got.text;
+      const uint32_t text_n = got.text_n;
       uint32_t zeros = 0;
       for (uint32_t i = 0; i < t.n; ++i) zeros += t.ids[i] == 0;
       if (!zeros) continue;
@@ -328,29 +342,27 @@ int main(int argc, char** argv) {
     for (uint64_t seed = 1; seed <= 20 && !exercised; ++seed) {
       p.seed = seed;
       REQUIRE_OK(vkspec_generation_start(c, &p), c);
-      char text[4096];
-      uint32_t text_n = 0, text_at_cancel = 0, at_cancel = 0;
-      Tokens t = {{0}, 0};
+      static Polled got;
+      memset(&got, 0, sizeof got);
+      uint32_t text_at_cancel = 0, at_cancel = 0;
       int cancelled = 0;
       for (int polls = 0; polls < 2000000; ++polls) {
         vkspec_poll_result r;
-        REQUIRE_OK(vkspec_poll(c, &r), c);
-        collect(&t, r.tokens, r.count);
-        if (text_n + r.text_length < sizeof text) memcpy(text + text_n, r.text, r.text_length), text_n += r.text_length;
+        poll_into(c, &got, &r);
         if (r.done && !r.in_flight) break;
-        const uint32_t last = t.n ? t.ids[t.n - 1] : 0;
+        const uint32_t last = got.t.n ? got.t.ids[got.t.n - 1] : 0;
         if (!cancelled && !r.in_flight && r.count && last >= 0xC2 && last <= 0xF4) {
           CHECK(vkspec_cancel(c) == VKSPEC_OK);
-          cancelled = 1, at_cancel = t.n, text_at_cancel = text_n;
+          cancelled = 1, at_cancel = got.t.n, text_at_cancel = got.text_n;
         } else if (!cancelled && !r.in_flight) {
           vkspec_step_submit(c, 1);
         }
       }
-      if (!cancelled || t.n != at_cancel) continue;  /* tokens came after the cancel: another seed */
+      if (!cancelled || got.t.n != at_cancel) continue;  /* tokens came after the cancel: another seed */
       exercised = 1;
       fprintf(stderr, "seed %llu: cancelled after %u tokens, the last 0x%02x; the done poll gave %u bytes of text\n",
-              (unsigned long long)seed, t.n, t.ids[t.n - 1], text_n - text_at_cancel);
-      CHECK(text_n - text_at_cancel == 3 && memcmp(text + text_at_cancel, "\xEF\xBF\xBD", 3) == 0);
+              (unsigned long long)seed, got.t.n, got.t.ids[got.t.n - 1], got.text_n - text_at_cancel);
+      CHECK(got.text_n - text_at_cancel == 3 && memcmp(got.text + text_at_cancel, "\xEF\xBF\xBD", 3) == 0);
     }
     CHECK(exercised);
   }
