@@ -118,6 +118,9 @@ static int run_bench(const std::vector<std::string>& argv) {
   // Every configuration refused (a budget of 0, say): nothing would be measured, and a run that
   // measured nothing does not succeed.
   if (std::none_of(configs.begin(), configs.end(), [](const Config& c) { return c.engine != nullptr; })) {
+    // One reason for all (an option every configuration shares, --temp -1 say) is said once.
+    if (std::all_of(configs.begin(), configs.end(), [&](const Config& c) { return c.error == configs.front().error; }))
+      throw Error("no configuration can run, nothing to measure: " + configs.front().error);
     std::string why;
     for (const Config& c : configs) why += "\n  " + std::string(strategy_name(c.strat)) + " budget " + std::to_string(c.B) + " top-k " + std::to_string(c.K) + ": " + c.error;
     throw Error("no configuration can run, nothing to measure:" + why);
