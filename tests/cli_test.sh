@@ -370,6 +370,12 @@ sm=$(mktemp -d)
 expect_error "bench --suite -m with a context too short for c(N) is refused before minutes of measurement" \
   "its context of 100 tokens is below the 192 the suite's c(N) needs" bench --suite quick --reps 1 -m "$sm/ctx100.gguf" --json "$sm/x.json"
 rm -rf "$sm"
+# From the strategy probe (session 21): no wrong tokens in 591 comparisons; three option defects.
+out=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --topk 1 --tokens "72 101" -n 8 --json 2>/dev/null)
+check "--topk 1 without --budget runs with the budget its tree holds (it blamed --budget 8, never typed)" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"budget\"]==4 and len(d[\"tokens\"])==8, d'"
+expect_error "--ctx 0 is refused, not taken as the model's context" "option --ctx expects an integer in 1.." generate -m "$m" --tokens 1 -n 2 --ctx 0
+expect_error "--budget 0's message gives the range that holds (1..)" "option --budget expects an integer in 1.." generate -m "$m" --heads "$H" --strategy merge --budget 0 --tokens 1 -n 2
 out=$("$vkspec" bench --help 2>/dev/null); rc=$?
 check "vkspec bench --help prints the command's options, not an error" "[ $rc -eq 0 ] && printf '%s' \"\$out\" | grep -q -- '--tokens-file'"
 expect_error "bench-tokenizer without -m is an error (exit 1) naming -m" "no model given: -m MODEL.gguf" bench-tokenizer

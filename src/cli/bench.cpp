@@ -99,9 +99,12 @@ static int run_bench(const std::vector<std::string>& argv) {
         if (strat == Strategy::AR && (B != budgets.front() || K != s.topks.front())) continue;  // ar has no tree
         Config c;
         c.strat = strat, c.B = B, c.K = K;
+        // The default budget (8) fits the tree each top-k draws (--topk 1 --depth 4: 4 candidates).
+        if (!args.has("budget"))
+          c.B = uint32_t(std::clamp<uint64_t>(draft_pool_nodes(K, base.depth) - 1, 1, B));
         s.engine = base;
         s.engine.strategy = strat;
-        s.engine.budget = B;
+        s.engine.budget = c.B;
         s.engine.topk = K;
         try {
           c.engine = std::make_unique<Engine>(*s.ctx, *s.model, s.head1.get(), s.head2.get(), s.engine);

@@ -83,10 +83,14 @@ static int run_generate(const std::vector<std::string>& argv) {
   const std::vector<uint32_t> candidates =
       !auto_budget ? std::vector<uint32_t>{} : auto_strategy ? std::vector<uint32_t>{4, 8, 16}
                                                              : std::vector<uint32_t>{4, 8, 16, 32, 64};
-  s.engine.budget = auto_budget ? 8 : uint32_t(parse_uint("budget", budget_opt));
+  s.engine.budget = auto_budget ? 8 : uint32_t(parse_uint("budget", budget_opt, UINT32_MAX, 1));
   s.engine.time_kernels = timing;
   s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
   args.reject_unknown();
+  // The default budget fits the tree the given top-k and depth draw (--topk 1 --depth 4 draws 4
+  // candidates): "--budget 8 must be in 1..4" blamed an option the user never typed.
+  if (!budget_given && !auto_budget)
+    s.engine.budget = uint32_t(std::clamp<uint64_t>(draft_pool_nodes(s.engine.topk, s.engine.depth) - 1, 1, s.engine.budget));
   // With no --strategy, generate runs ar, which drafts nothing: a draft option given then would be
   // dropped unseen (a forgotten --strategy), so it is refused by name. An explicit --strategy ar
   // keeps them (a script that compares strategies passes the same options to each).

@@ -68,7 +68,7 @@ nlohmann::json Session::memory_json() const {
 void Session::open(Args& args) {
   const std::string model_path = args.get_one({"m", "model"});
   if (model_path.empty()) throw Error("no model given: -m MODEL.gguf");
-  ctx_len = uint32_t(args.get_uint("ctx", 0));
+  ctx_len = uint32_t(args.get_uint("ctx", 0, UINT32_MAX, 1));  // not given: the model's own (0 was taken as that)
   kv_type = parse_kv_type(args.get("kv-type", "f16"));
   device = args.get("device", "");
   const std::string tiles = args.get("batch-tiles", "even");
@@ -107,7 +107,7 @@ void Session::load_verifier(uint32_t max_rows) {
 
 void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   const std::string heads = args.get("heads", "");
-  engine.depth = uint32_t(args.get_uint("depth", 4));
+  engine.depth = uint32_t(args.get_uint("depth", 4, UINT32_MAX, 1));
   const std::string topk_opt = args.get("topk", "");
   topk_given = !topk_opt.empty();
   topks.clear();
@@ -115,7 +115,7 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
     topks = kAutoTopks;
   } else if (topk_given) {
     for (const std::string& w : option_list("topk", topk_opt)) {
-      const uint32_t k = uint32_t(parse_uint("topk", w));
+      const uint32_t k = uint32_t(parse_uint("topk", w, UINT32_MAX, 1));
       if (std::find(topks.begin(), topks.end(), k) != topks.end())  // 1,01
         throw Error("option --topk lists " + std::to_string(k) + " more than once");
       topks.push_back(k);
