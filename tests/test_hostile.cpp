@@ -90,6 +90,11 @@ TEST_CASE("engine: the accepted tree options are derived from the kernels' limit
   // tree that fits (top-k 0) the budget is kept for the engine to refuse by name.
   CHECK(budget_within(Strategy::Single1, 1, 4, 8) == 4);
   CHECK(budget_within(Strategy::MergeTrie, 1, 4, 3) == 3);
+  // A default budget (8) lowered to what the tree draws, never to 0.
+  CHECK(default_draft_budget(1, 4, 8) == 4);
+  CHECK(default_draft_budget(4, 4, 8) == 8);
+  CHECK(default_draft_budget(1, 0, 8) == 1);  // depth 0 draws no candidate: 1, refused later by name
+  CHECK(default_draft_budget(4, 4, 0) == 1);
   CHECK(budget_within(Strategy::Merge, 4, 4, 8) == 8);
   CHECK(budget_within(Strategy::Route, 0, 4, 8) == 8);
   for (uint32_t K = 1; K <= kTopkMax; ++K)

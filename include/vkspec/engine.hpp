@@ -67,6 +67,9 @@ struct EngineOptions {
 // through tree_meta and acceptance, which hold as many; a path holds at most kTreeMaxPath nodes.
 // The Engine refuses, by option name, whatever lies outside (before allocating anything).
 uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K², no wrap
+// A budget the user did not give: `ceiling`, lowered to the candidates the tree draws (top-k 1,
+// depth 4 draws 4), never below 1 — so a default never fails as an option the user never typed.
+uint32_t default_draft_budget(uint32_t topk, uint32_t depth, uint32_t ceiling);
 uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
 uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
 uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none

@@ -100,8 +100,7 @@ static int run_bench(const std::vector<std::string>& argv) {
         Config c;
         c.strat = strat, c.B = B, c.K = K;
         // The default budget (8) fits the tree each top-k draws (--topk 1 --depth 4: 4 candidates).
-        if (!args.has("budget"))
-          c.B = uint32_t(std::clamp<uint64_t>(draft_pool_nodes(K, base.depth) - 1, 1, B));
+        if (!args.has("budget")) c.B = default_draft_budget(K, base.depth, B);
         s.engine = base;
         s.engine.strategy = strat;
         s.engine.budget = c.B;

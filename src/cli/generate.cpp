@@ -90,7 +90,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   // The default budget fits the tree the given top-k and depth draw (--topk 1 --depth 4 draws 4
   // candidates): "--budget 8 must be in 1..4" blamed an option the user never typed.
   if (!budget_given && !auto_budget)
-    s.engine.budget = uint32_t(std::clamp<uint64_t>(draft_pool_nodes(s.engine.topk, s.engine.depth) - 1, 1, s.engine.budget));
+    s.engine.budget = default_draft_budget(s.engine.topk, s.engine.depth, s.engine.budget);
   // With no --strategy, generate runs ar, which drafts nothing: a draft option given then would be
   // dropped unseen (a forgotten --strategy), so it is refused by name. An explicit --strategy ar
   // keeps them (a script that compares strategies passes the same options to each).
