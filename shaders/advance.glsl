@@ -27,7 +27,8 @@ void advance_step(bool tree_mode, bool has_am, uint am, bool count_step, uint wi
   // sequence keeps a valid id there (the flag cleared) for whatever reads it before the gate.
   const bool fault = (next & kTokenNonFinite) != 0u;
   seq_tokens[t_new] = next & ~kTokenNonFinite;
-  uint n = out_list[kOutCount];
+  const uint n0 = out_list[kOutCount];
+  uint n = n0;
   const uint limit = out_list[kOutLimit], n_stop = min(out_list[kOutStopCount], kOutMaxStop);
   bool done = n >= limit;
   for (uint p = t_old + 1; p <= t_new && !done; ++p) {
@@ -45,7 +46,10 @@ void advance_step(bool tree_mode, bool has_am, uint am, bool count_step, uint wi
   out_list[kOutCount] = n;
   if (count_step) {
     out_list[kOutSteps] += 1;
-    out_list[kOutHist + min(a, kOutHistWords - 1)] += 1;
+    // The step's accepted length as far as it was emitted: a limit or a stop token inside the path
+    // cuts it, so that (a + 1) summed over the steps is the tokens they gave (τ).
+    const uint kept = n > n0 ? min(a, n - n0 - 1) : a;
+    out_list[kOutHist + min(kept, kOutHistWords - 1)] += 1;
     if (win_slot != kDynFixed) out_list[kOutWins + (info[win_slot] & 3u)] += 1;
   }
   state[kStateT] = t_new;

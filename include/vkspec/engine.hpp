@@ -92,7 +92,7 @@ struct GenerateStats {
   std::vector<uint32_t> tokens;  // generated ids, prompt excluded
   uint32_t steps = 0;            // verifier passes after the prompt
   double tau = 0;                // tokens committed per verifier pass
-  std::vector<uint32_t> accept_hist;  // accepted draft tokens per step: count of steps with a = i
+  std::vector<uint32_t> accept_hist;  // steps by accepted draft tokens a = 0 .. drafted depth, as emitted (-n or a stop token cuts the last)
   std::array<uint32_t, 4> head_wins{};  // route: steps won by head 1/2; merge: head of the accepted path (0 none, 3 both)
   double seconds = 0, prefill_seconds = 0;
   double tokens_per_s = 0;

@@ -48,7 +48,7 @@ VKSPEC_U32(kOutFault, 5u)       /* 0, or 1 + the position whose logits row was n
 VKSPEC_U32(kOutWins, 8u)        /* [4] steps by winning head (0 none, 1, 2, 3 both) */
 VKSPEC_U32(kOutStop, 16u)       /* [kOutMaxStop] stop token ids (set by the host) */
 VKSPEC_U32(kOutMaxStop, 16u)
-VKSPEC_U32(kOutHist, 32u)       /* [kOutHistWords] steps by accepted length a (last bin: a >= 63) */
+VKSPEC_U32(kOutHist, 32u)       /* [kOutHistWords] steps by accepted length a as emitted (last bin: a >= 63) */
 VKSPEC_U32(kOutHistWords, 64u)
 VKSPEC_U32(kOutTokens, 96u)     /* emitted token ids */
 

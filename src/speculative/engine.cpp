@@ -381,7 +381,7 @@ GenerateStats Engine::generate(const std::vector<uint32_t>& prompt, uint32_t n_n
   check_fits(prompt, n_new);
   Parts& p = *parts_;
   GenerateStats st;
-  st.accept_hist.assign(draft_depth() + 2, 0);
+  st.accept_hist.assign(draft_depth() + 1, 0);  // a = 0 .. the deepest drafted level
   if (n_new == 0) return st;  // nothing asked for: not even the prefill's token
   const auto t0 = clock::now();
   begin(prompt, n_new);
