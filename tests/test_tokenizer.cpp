@@ -160,6 +160,27 @@ TEST_CASE("tokenizer: 256-byte gpt2 vocab with empty merges encodes raw bytes") 
   CHECK(tok.decode(ids) == text);
 }
 
+TEST_CASE("tokenizer: a piece listed twice tokenizes to its last id, as in llama.cpp's index") {
+  // The 256 byte pieces, then "a" again at id 256: text "a" must give 256 (llama.cpp's
+  // token_to_id keeps the last), not 97.
+  std::vector<std::string> pieces = test::byte_vocab();
+  const std::string a = pieces['a'];
+  pieces.push_back(a);
+  GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_array_string("tokenizer.ggml.tokens", pieces);
+  w.add_array_i32("tokenizer.ggml.token_type", std::vector<int32_t>(pieces.size(), 1));
+  w.add_array_string("tokenizer.ggml.merges", {});
+  w.add_bool("tokenizer.ggml.add_bos_token", false);
+  TempFile tf("dupvocab.gguf");
+  w.write(tf.path);
+  GgufFile g = GgufFile::open(tf.path);
+  Tokenizer tok = Tokenizer::from_gguf(g);
+  CHECK(tok.encode("bab", false) == std::vector<uint32_t>{'b', 256, 'b'});
+  CHECK(tok.decode(std::vector<uint32_t>{97, 256}) == "aa");  // both ids still decode to the piece
+}
+
 TEST_CASE("tokenizer: pre-tokenizer splits (gpt2, llama3, qwen2)") {
   auto split = [](Tokenizer::Pre pre, const std::string& text) {
     std::vector<std::string> out;

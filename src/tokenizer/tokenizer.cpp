@@ -113,9 +113,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     }
   }
 
-  // Index. Duplicate pieces happen in real vocabs (e.g. unused slots); the first id wins.
+  // Index. Duplicate pieces happen in real vocabs (e.g. unused slots); the last id wins, as in
+  // llama.cpp's index, so that text tokenizes to the ids llama.cpp gives.
   m->index.reserve(n);
-  for (size_t i = 0; i < n; ++i) m->index.emplace(m->tokens[i], uint32_t(i));
+  for (size_t i = 0; i < n; ++i) m->index.insert_or_assign(m->tokens[i], uint32_t(i));
 
   m->bos = token_id_key(f, "tokenizer.ggml.bos_token_id", n);
   m->eos = token_id_key(f, "tokenizer.ggml.eos_token_id", n);
