@@ -251,7 +251,7 @@ expect_error "a strategy listed twice is refused, not measured twice" "option --
 expect_error "a bench whose every configuration is refused fails, naming why" "no configuration can run, nothing to measure" bench -m "$m" --heads "$H" --strategies single1 --budget 200 --topk 1 -n 2 --rounds 1
 expect_error "draft options with ar are refused, not ignored" "--heads, --budget set(s) how a speculative strategy drafts, but no --strategy was given" generate -m "$m" --heads "$H" --budget 16 --tokens 1 -n 2
 expect_error "a temperature whose inverse overflows is refused, not sampled as noise" "--temp 1.4013e-45 is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e-45
-expect_error "a temperature past the float range is refused, not read as inf" "--temp inf is out of range" generate -m "$m" --tokens 1 -n 2 --temp 1e39
+expect_error "a temperature past the float range is refused, not read as inf" "option --temp expects a number a 32-bit float holds (0, or about 1.4e-45 .. 3.4e38 in magnitude), got .1e39." generate -m "$m" --tokens 1 -n 2 --temp 1e39
 expect_error "bench-kernels: a shape side past 32 bits is refused, not wrapped to 1" "bad --shapes entry '4294967297x512'" bench-kernels --shapes 4294967297x512 --types f16 --batches 1 --no-cost
 out=$("$vkspec" bench-kernels --types f16 --batches 1 --shapes 64x64 --cost-model tiny-512x8 --cost-rows 2,1 --reps 1 --json 2>/dev/null)
 check "bench-kernels: c(N) is against the 1-row forward wherever --cost-rows lists it, not against the first entry" \
@@ -369,7 +369,43 @@ sm=$(mktemp -d)
 "$(dirname "$vkspec")/make_random_gguf" "$sm/ctx100.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --vocab 300 --ctx 100 2>/dev/null
 expect_error "bench --suite -m with a context too short for c(N) is refused before minutes of measurement" \
   "its context of 100 tokens is below the 192 the suite's c(N) needs" bench --suite quick --reps 1 -m "$sm/ctx100.gguf" --json "$sm/x.json"
+# A 128k-token model (as Llama 3.1 files declare) with no --ctx: the cache is the default 4096, or
+# what the run needs. It was the trained 131072 tokens, more than lavapipe can attend over, so
+# scoring three tokens failed asking for an option the user never typed.
+"$(dirname "$vkspec")/make_random_gguf" "$sm/ctx128k.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --vocab 300 --ctx 131072 2>/dev/null
+"$vkspec" logits -m "$sm/ctx128k.gguf" --tokens 1,2,3 --out "$sm/l.f32" 2>/dev/null; rc=$?
+check "logits on a 128k-context model without --ctx runs (3 x 300 floats)" "[ $rc -eq 0 ] && [ \$(stat -c %s \"$sm/l.f32\") -eq 3600 ]"
+out=$("$vkspec" generate -m "$sm/ctx128k.gguf" --tokens 1,2,3 -n 4 --json 2>/dev/null)
+check "generate without --ctx on a 128k-context model: a context of 4096" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"memory\"][\"context\"]==4096 and len(d[\"tokens\"])==4, d[\"memory\"]'"
+out=$("$vkspec" generate -m "$sm/ctx128k.gguf" --tokens 1,2,3 -n 4200 --json 2>/dev/null)
+check "generate without --ctx: a run longer than 4096 gets the context it needs" \
+  "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tokens\"])==4200 and 4203 <= d[\"memory\"][\"context\"] <= 131072, d[\"memory\"]'"
+# The \"at most\" a refused --ctx suggests is one the next check accepts (it named the storage-buffer
+# bound, which the attention loop bound then refused).
+err=$("$vkspec" logits -m "$sm/ctx128k.gguf" --tokens 1,2,3 --out "$sm/l.f32" --ctx 4294967295 2>&1 >/dev/null)
+most=$(printf '%s' "$err" | sed -n 's/.*(at most \([0-9]*\)).*/\1/p')
+"$vkspec" logits -m "$sm/ctx128k.gguf" --tokens 1,2,3 --out "$sm/l.f32" --ctx "$most" >/dev/null 2>&1; rc=$?
+check "the largest --ctx an error suggests ($most) is accepted" "[ -n \"$most\" ] && [ $rc -eq 0 ]"
 rm -rf "$sm"
+# From the scoring-commands probe (session 22).
+pf=$(mktemp); txt="The kernel provides a simple interface for every device driver that registers with it, and the scheduler runs it."
+printf '%s\n' "$txt" > "$pf"
+a=$("$vkspec" perplexity -m "$m" -f "$pf" --ctx 32 --json 2>/dev/null); b=$("$vkspec" perplexity -m "$m" --text "$txt" --ctx 32 --json 2>/dev/null)
+check "perplexity -f drops the file's last newline, as llama-perplexity reads -f" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); assert a[\"tokens\"]==b[\"tokens\"] and a[\"ppl\"]==b[\"ppl\"], (a, b)' \"\$a\" \"\$b\""
+rm -f "$pf"
+expect_error "--temp 1e-50 is refused, not run as greedy (it became float 0)" "option --temp expects a number a 32-bit float holds" generate -m "$m" --tokens 1 -n 2 --temp 1e-50
+expect_error "--top-p 1e-50 is named as typed, not as 0" "got '1e-50'" generate -m "$m" --tokens 1 -n 2 --temp 1 --top-p 1e-50
+expect_error "an option that is the last word is said to lack a value (not that its value starts with '-')" \
+  "option -n needs a value, and it is the last word" generate -m "$m" --tokens 1 -n
+expect_error "tokenize -p with -f names the conflict (it printed the usage)" "give one of -p TEXT and -f FILE, not both" tokenize -m "$m" -p x -f "$m"
+out=$("$vkspec" tokenize --help 2>/dev/null)
+check "tokenize --help lists its options" "printf '%s' \"\$out\" | grep -q -- '--add-special'"
+ff=$(mktemp); printf 'Hi' > "$ff"
+a=$("$vkspec" generate -m "$m" --file "$ff" -n 3 --json 2>/dev/null); b=$("$vkspec" generate -m "$m" -p Hi -n 3 --json 2>/dev/null)
+check "generate takes --file as logits, perplexity and tokenize do" "[ -n \"\$a\" ] && [ \"\$a\" != \"\${a#*tokens}\" ] && /usr/bin/python3 -c 'import json,sys; assert json.loads(sys.argv[1])[\"tokens\"]==json.loads(sys.argv[2])[\"tokens\"]' \"\$a\" \"\$b\""
+rm -f "$ff"
 # From the strategy probe (session 21): no wrong tokens in 591 comparisons; three option defects.
 out=$("$vkspec" generate -m "$m" --heads "$H" --strategy merge --topk 1 --tokens "72 101" -n 8 --json 2>/dev/null)
 check "--topk 1 without --budget runs with the budget its tree holds (it blamed --budget 8, never typed)" \

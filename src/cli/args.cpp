@@ -29,7 +29,7 @@ Args::Args(const std::vector<std::string>& argv) {
     }
     std::string key = a.substr(a[1] == '-' ? 2 : 1);
     std::string val;
-    Valued valued = kNone;
+    Valued valued = i + 1 < argv.size() ? kNone : kEnd;
     if (const auto eq = key.find('='); eq != std::string::npos) {
       val = key.substr(eq + 1);
       key = key.substr(0, eq);
@@ -74,6 +74,7 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
       used_[i] = true;
+      if (valued_[i] == kEnd) throw Error("option " + option_name(name) + " needs a value, and it is the last word");
       if (valued_[i] == kNone)  // a value that starts with '-' reads as the next option
         throw Error("option " + option_name(name) + " needs a value (one that starts with '-': " + option_name(name) + "=VALUE)");
       if (opts_[i].second.empty()) throw Error("option " + option_name(name) + " was given an empty value");
@@ -85,7 +86,7 @@ std::string Args::get(const std::string& name, const std::string& fallback) {
 std::string Args::get_optional(const std::string& name, const std::string& bare, const std::string& fallback) {
   for (size_t i = 0; i < opts_.size(); ++i)
     if (opts_[i].first == name) {
-      if (valued_[i] == kNone) {
+      if (valued_[i] == kNone || valued_[i] == kEnd) {
         used_[i] = true;
         return bare;
       }
@@ -210,6 +211,16 @@ double Args::get_double(const std::string& name, double fallback) {
   } catch (...) {
     throw Error("option " + option_name(name) + " expects a finite number, got '" + v + "'");
   }
+}
+
+float Args::get_float(const std::string& name, float fallback) {
+  if (!has(name)) return fallback;
+  const double x = get_double(name, fallback);
+  const float f = float(x);
+  if (!std::isfinite(f) || (x != 0 && f == 0))
+    throw Error("option " + option_name(name) + " expects a number a 32-bit float holds (0, or about 1.4e-45 .. 3.4e38 " +
+                "in magnitude), got '" + get(name) + "'");
+  return f;
 }
 
 void Args::reject_unknown() const {

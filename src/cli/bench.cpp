@@ -24,6 +24,28 @@ static double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// --prompts (text, one a line) or --tokens-file (ids, one prompt a line); neither: the one-token
+// prompt {1}. CRLF line ends are taken as LF; an empty line is skipped.
+static void read_prompts(const Session& s, std::vector<std::vector<uint32_t>>& prompts, const std::string& tokens_path,
+                         const std::string& prompts_path, int max_prompts) {
+  if (tokens_path.empty() && prompts_path.empty()) {
+    prompts.push_back({1});
+    return;
+  }
+  const std::string& path = tokens_path.empty() ? prompts_path : tokens_path;
+  std::istringstream f(read_file(path, "prompt file"));
+  std::string line;
+  for (uint64_t line_no = 1; std::getline(f, line) && int(prompts.size()) < max_prompts; ++line_no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with CRLF line ends: the CR ends the line
+    if (line.empty()) continue;
+    prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line, "--tokens-file " + path));
+    if (prompts.back().empty())  // separators only, or text the tokenizer makes nothing of
+      throw Error((tokens_path.empty() ? "--prompts " : "--tokens-file ") + path + " line " + std::to_string(line_no) +
+                  " gives an empty prompt");
+  }
+  if (prompts.empty()) throw Error("the prompt file holds no prompts");
+}
+
 static int run_bench(const std::vector<std::string>& argv) {
   Args args(argv);
   if (args.has("suite") || args.has("from-json")) return run_suite(args);
@@ -54,27 +76,19 @@ static int run_bench(const std::vector<std::string>& argv) {
     strategies.push_back(parse_strategy(x));
   Session s;
   s.engine.time_kernels = timing;
-  s.load(args, budgets);
+  // The prompts are read as soon as the file is open: the default context fits the longest, -n
+  // and a step's slack (as generate sizes it).
+  std::vector<std::vector<uint32_t>> prompts;
+  s.load(args, budgets, [&]() -> uint64_t {
+    read_prompts(s, prompts, tokens_path, prompts_path, max_prompts);
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    const uint64_t B = *std::max_element(budgets.begin(), budgets.end());
+    return longest + n + (args.has("heads") ? 3 + 2 * B + uint64_t(s.engine.depth) * s.engine.topk : 0);
+  });
   args.reject_unknown();
   warn_idle(s.ctx->caps());
 
-  std::vector<std::vector<uint32_t>> prompts;
-  if (!tokens_path.empty() || !prompts_path.empty()) {
-    const std::string& path = tokens_path.empty() ? prompts_path : tokens_path;
-    std::istringstream f(read_file(path, "prompt file"));
-    std::string line;
-    for (uint64_t line_no = 1; std::getline(f, line) && int(prompts.size()) < max_prompts; ++line_no) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with CRLF line ends: the CR ends the line
-      if (line.empty()) continue;
-      prompts.push_back(tokens_path.empty() ? s.encode(line) : s.parse_tokens(line, "--tokens-file " + path));
-      if (prompts.back().empty())  // separators only, or text the tokenizer makes nothing of
-        throw Error((tokens_path.empty() ? "--prompts " : "--tokens-file ") + path + " line " + std::to_string(line_no) +
-                    " gives an empty prompt");
-    }
-  } else {
-    prompts.push_back({1});
-  }
-  if (prompts.empty()) throw Error("the prompt file holds no prompts");
 
   // Every configuration is built first, then measured in `rounds` interleaved rounds (each runs
   // every prompt through all configurations back to back), so a slow stretch of the machine hits

@@ -45,6 +45,8 @@ struct Args {
   // refused by name, with the range, rather than wrapped into a huge unsigned count.
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t max = UINT32_MAX, uint64_t min = 0);
   double get_double(const std::string& name, double fallback);
+  // A get_double a 32-bit float holds: 1e-50 does not silently become 0, nor 1e39 infinity.
+  float get_float(const std::string& name, float fallback);
   std::vector<std::string> positional;
   // Throws vkspec::Error naming every option that was given but never read, every option given
   // twice, and any bare word left over (no command takes one).
@@ -53,8 +55,9 @@ struct Args {
  private:
   std::vector<std::pair<std::string, std::string>> opts_;  // value "" for flags
   std::vector<bool> used_;
-  // How a value was typed, even an empty one: kNone, kNextWord (--budget '') or kEquals (--stop=).
-  enum Valued : char { kNone, kNextWord, kEquals };
+  // How a value was typed, even an empty one: kNone (the next word is an option), kEnd (no word
+  // follows), kNextWord (--budget '') or kEquals (--stop=).
+  enum Valued : char { kNone, kEnd, kNextWord, kEquals };
   std::vector<Valued> valued_;
 };
 

@@ -68,7 +68,7 @@ static int run_generate(const std::vector<std::string>& argv) {
   const bool timing = args.flag("time-kernels");
   const std::string tokens = args.get("tokens", "");
   const std::string prompt = args.get_one({"p", "prompt"});
-  const std::string prompt_file = args.get("f", "");
+  const std::string prompt_file = args.get_one({"f", "file"});
   if (!tokens.empty() + !prompt.empty() + !prompt_file.empty() > 1)
     throw Error("give one of -p TEXT, -f FILE or --tokens IDS: each is the whole prompt");
   const uint32_t n = uint32_t(args.get_uint("n", 128));
@@ -85,7 +85,26 @@ static int run_generate(const std::vector<std::string>& argv) {
                                                              : std::vector<uint32_t>{4, 8, 16, 32, 64};
   s.engine.budget = auto_budget ? 8 : uint32_t(parse_uint("budget", budget_opt, UINT32_MAX, 1));
   s.engine.time_kernels = timing;
-  s.load(args, auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget});
+  // The prompt is read as soon as the file is open, so that the default context fits it: prompt,
+  // -n and the most a step writes past them (verified tree and draft levels, Engine::check_fits).
+  std::vector<uint32_t> ids;
+  bool have_prompt = true;
+  const std::vector<uint32_t> budgets = auto_budget ? candidates : std::vector<uint32_t>{s.engine.budget};
+  s.load(args, budgets, [&]() -> uint64_t {
+    if (!tokens.empty()) {
+      ids = s.parse_tokens(tokens);
+    } else if (!prompt_file.empty()) {
+      ids = s.encode(read_file(prompt_file, "prompt file"));
+    } else if (!prompt.empty()) {
+      ids = s.encode(prompt);
+    } else {
+      have_prompt = false;  // refused below, after the options
+      return 0;
+    }
+    const uint64_t B = *std::max_element(budgets.begin(), budgets.end());
+    const bool drafts = auto_strategy || s.engine.strategy != Strategy::AR;
+    return ids.size() + uint64_t(n) + (drafts ? 3 + 2 * B + uint64_t(s.engine.depth) * s.engine.topk : 0);
+  });
   args.reject_unknown();
   // The default budget fits the tree the given top-k and depth draw (--topk 1 --depth 4 draws 4
   // candidates): "--budget 8 must be in 1..4" blamed an option the user never typed.
@@ -102,16 +121,7 @@ static int run_generate(const std::vector<std::string>& argv) {
       throw Error(unused + " set(s) how a speculative strategy drafts, but no --strategy was given, so generate runs ar, "
                   "which drafts nothing: give --strategy single1|single2|route|merge|merge-trie|auto (or ar), or drop " + unused);
   }
-  std::vector<uint32_t> ids;
-  if (!tokens.empty()) {
-    ids = s.parse_tokens(tokens);
-  } else if (!prompt_file.empty()) {
-    ids = s.encode(read_file(prompt_file, "prompt file"));
-  } else if (!prompt.empty()) {
-    ids = s.encode(prompt);
-  } else {
-    throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
-  }
+  if (!have_prompt) throw Error("no prompt: give -p TEXT, -f FILE or --tokens \"1 2 3\"");
   nlohmann::json auto_json;
   // A top-k list or `auto` is tried like a budget; so is kAutoTopks under auto when no --topk was
   // given. The heads were sized for the default top-k, which is kAutoTopks' largest.

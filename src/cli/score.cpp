@@ -30,10 +30,15 @@ struct TokenSource {
       throw Error("give exactly one of --tokens IDS, --tokens-file FILE, --text TEXT, -f TEXT_FILE (got " +
                   std::to_string(given) + ")");
   }
-  std::vector<uint32_t> tokens(const Session& s) const {
+  // `as_llama_file`: -f's text loses one final newline, as llama.cpp's tools read -f (perplexity
+  // scores the tokens llama-perplexity scores; logits keeps the file as it is).
+  std::vector<uint32_t> tokens(const Session& s, bool as_llama_file = false) const {
     if (!ids.empty()) return s.parse_tokens(ids);
     if (!ids_file.empty()) return s.parse_tokens(read_file(ids_file, "token file"), "--tokens-file " + ids_file);
-    return s.encode(text.empty() ? read_file(text_file, "text file") : text);
+    if (!text.empty()) return s.encode(text);
+    std::string t = read_file(text_file, "text file");
+    if (as_llama_file && !t.empty() && t.back() == '\n') t.pop_back();
+    return s.encode(t);
   }
 };
 
@@ -48,9 +53,10 @@ int run_logits(const std::vector<std::string>& argv) {
   Session s;
   s.open(args);
   args.reject_unknown();
-  s.load_verifier(64);
   const std::vector<uint32_t> ids = src.tokens(s);
   if (ids.empty()) throw Error("no tokens to run");
+  s.ctx_need = ids.size();  // the default context holds them all
+  s.load_verifier(64);
   // Opened at the first row, after the run's own checks (a sequence past the context is refused
   // before any row): a refused request leaves a file already at that path as it was.
   // "-": standard output (binary, for a pipe).
@@ -85,8 +91,8 @@ int run_perplexity(const std::vector<std::string>& argv) {
   // The window is the context of each evaluation: --ctx, else llama-perplexity's default 512
   // (or the model's context if shorter).
   if (s.ctx_len == 0) s.ctx_len = uint32_t(std::min(512, read_llama_config(*s.file).ctx));
+  const std::vector<uint32_t> ids = src.tokens(s, /*as_llama_file=*/true);
   s.load_verifier(64);
-  const std::vector<uint32_t> ids = src.tokens(s);
   PerplexityOptions po;
   po.window = s.model->capacity();
   // llama.cpp puts BOS first in every window when the vocabulary adds one.
@@ -118,7 +124,8 @@ const RegisterCommand reg_logits{
     run_logits};
 const RegisterCommand reg_ppl{
     "perplexity",
-    "perplexity as llama-perplexity: -m MODEL.gguf (-f TEXT_FILE | --text T | --tokens IDS | --tokens-file F) [--ctx N] [--json]",
+    "perplexity as llama-perplexity: -m MODEL.gguf (-f TEXT_FILE | --text T | --tokens IDS | --tokens-file F) [--ctx N] [--json]; "
+    "-f drops the file's last newline, as llama.cpp's -f does",
     run_perplexity};
 
 }  // namespace

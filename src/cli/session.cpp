@@ -76,6 +76,20 @@ void Session::open(Args& args) {
   batch_tiles = tiles == "pow2" ? BatchTiles::PowersOfTwo : BatchTiles::Even;
   // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
+  vocab = uint32_t(read_llama_config(*file).V);
+  if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
+    try {
+      tokenizer = Tokenizer::from_gguf(*file);
+    } catch (const Error& e) {
+      tokenizer_error = e.what();
+      std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
+    }
+  }
+}
+
+uint32_t default_context(int trained, uint64_t need) {
+  const uint64_t model = trained > 0 ? uint64_t(trained) : 2048;
+  return uint32_t(std::min<uint64_t>(model, std::max<uint64_t>(kDefaultContext, need)));
 }
 
 void Session::load_verifier(uint32_t max_rows) {
@@ -83,6 +97,7 @@ void Session::load_verifier(uint32_t max_rows) {
   co.device = device;
   co.batch_tiles = batch_tiles;
   ctx = std::make_unique<Context>(co);
+  if (ctx_len == 0) ctx_len = default_context(read_llama_config(*file).ctx, ctx_need);
   ModelOptions mo;
   mo.context = ctx_len;
   mo.kv_type = kv_type;
@@ -95,17 +110,11 @@ void Session::load_verifier(uint32_t max_rows) {
   if (model->config().ctx > 0 && ctx_len > uint32_t(model->config().ctx))
     std::fprintf(stderr, "warning: --ctx %u exceeds the model's trained context of %d tokens; output past it is unreliable\n",
                  ctx_len, model->config().ctx);
-  if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
-    try {
-      tokenizer = Tokenizer::from_gguf(*file);
-    } catch (const Error& e) {
-      tokenizer_error = e.what();
-      std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());
-    }
-  }
 }
 
-void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
+void Session::load(Args& args, const std::vector<uint32_t>& budgets) { load(args, budgets, {}); }
+
+void Session::load(Args& args, const std::vector<uint32_t>& budgets, const std::function<uint64_t()>& need) {
   const std::string heads = args.get("heads", "");
   engine.depth = uint32_t(args.get_uint("depth", 4, UINT32_MAX, 1));
   const std::string topk_opt = args.get("topk", "");
@@ -138,14 +147,15 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   }
   // Decoding operator G and seed (include/vkspec/sample.hpp); defaults are greedy.
   SamplingOptions& so = engine.sampling;
-  so.temperature = float(args.get_double("temp", 0));
+  so.temperature = args.get_float("temp", 0);
   so.top_k = uint32_t(args.get_uint("top-k", 0));
-  so.top_p = float(args.get_double("top-p", 1));
-  so.min_p = float(args.get_double("min-p", 0));
-  so.repeat_penalty = float(args.get_double("repeat-penalty", 1));
+  so.top_p = args.get_float("top-p", 1);
+  so.min_p = args.get_float("min-p", 0);
+  so.repeat_penalty = args.get_float("repeat-penalty", 1);
   so.repeat_window = uint32_t(args.get_uint("repeat-window", 64));
   so.seed = args.get_uint("seed", 0, UINT64_MAX);
   open(args);
+  if (need) ctx_need = need();
   // Top-k and depth next: the heads' rows per pass are sized from them (the largest top-k).
   // (Each budget is checked by the engine of its run; bench and --budget auto report one that
   // cannot run and go on.)
@@ -162,7 +172,8 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets) {
   // The heads' device bytes count when checking that the verifier fits the device.
   {
     const LlamaConfig vc = read_llama_config(*file);
-    const uint32_t cap = ctx_len ? ctx_len : uint32_t(vc.ctx > 0 ? vc.ctx : 2048);
+    if (ctx_len == 0) ctx_len = default_context(vc.ctx, ctx_need);
+    const uint32_t cap = ctx_len;
     const uint32_t head_rows = std::max<uint32_t>({uint32_t(rows), engine.topk, engine.depth + 1});
     uint32_t taps = 0;
     for (const std::string& h : parts) reserve_bytes += head_reserve_bytes(h, cap, head_rows, kv_type, taps);
@@ -183,8 +194,7 @@ std::vector<uint32_t> Session::parse_tokens(const std::string& s, const std::str
     uint32_t v = 0;
     if (!parse_id(w, v))
       throw Error(from + " expects token ids (decimal, below 2^32) separated by spaces, commas or newlines, got '" + w + "'");
-    if (v >= uint32_t(model->config().V))
-      throw Error("token id " + w + " is outside the model's vocabulary of " + std::to_string(model->config().V));
+    if (v >= vocab) throw Error("token id " + w + " is outside the model's vocabulary of " + std::to_string(vocab));
     ids.push_back(uint32_t(v));
   }
   return ids;

@@ -2,6 +2,7 @@
 // command line, and turning a prompt (text or ids) into token ids.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +30,11 @@ struct Session {
   // engine.topk is the largest, which sizes the heads' rows; topk_given says the user chose.
   std::vector<uint32_t> topks;
   bool topk_given = false;
-  uint32_t ctx_len = 0;     // --ctx (0: the model's default capacity)
+  uint32_t ctx_len = 0;     // --ctx; not given: default_context(), set when the verifier loads
+  // Tokens the run needs in the cache, where the command knows them before the verifier loads
+  // (the prompt, -n and a step's slack); 0 when it does not. Sizes the default context.
+  uint64_t ctx_need = 0;
+  uint32_t vocab = 0;       // the verifier's vocabulary (open() reads it): token ids are checked against it
   KvType kv_type = KvType::F16;  // --kv-type
   uint64_t reserve_bytes = 0;    // the draft heads' estimated device bytes (load() sets it)
   std::string device;       // --device
@@ -39,9 +44,12 @@ struct Session {
   // options --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed from args.
   // `budgets`: every budget this session will run (sizes the verifier's rows per pass).
   void load(Args& args, const std::vector<uint32_t>& budgets);
-  // The verifier alone, in two steps: open() reads -m, --ctx, --kv-type, --device, --batch-tiles and the GGUF (a broken
-  // file is refused before a device exists); load_verifier() makes the device, the model with
-  // `max_rows` rows per pass, and the tokenizer when the file has one.
+  // `need`, when given, runs right after open() (the tokenizer is there, no device yet) and returns
+  // ctx_need: a command that can read its prompt first sizes the default context to it.
+  void load(Args& args, const std::vector<uint32_t>& budgets, const std::function<uint64_t()>& need);
+  // The verifier alone, in two steps: open() reads -m, --ctx, --kv-type, --device, --batch-tiles,
+  // the GGUF (a broken file is refused before a device exists) and its tokenizer when it has one;
+  // load_verifier() makes the device and the model with `max_rows` rows per pass.
   void open(Args& args);
   void load_verifier(uint32_t max_rows);
   // "1 2 3" or "1,2,3" (or one a line); `from` names where they came from in errors.
@@ -53,6 +61,12 @@ struct Session {
 };
 
 std::vector<std::string> split_list(const std::string& s, char sep);
+
+// The context with no --ctx: the model's trained context (2048 if the file gives none), capped at
+// kDefaultContext unless the run needs more (`need`, 0 if not known). llama.cpp's tools default
+// to 4096 too: a 128k-token model does not get a 128k-token cache to score three tokens.
+inline constexpr uint32_t kDefaultContext = 4096;
+uint32_t default_context(int trained, uint64_t need);
 
 // The top-k values `--topk auto` tries, and `--strategy auto` / `--budget auto` when no --topk is
 // given: a narrower tree ranks fewer candidates per level, and on a device where a verify row

@@ -20,14 +20,9 @@ int tokenize_main(const std::vector<std::string>& argv) {
   const bool add_special = a.flag("add-special");
   const bool parse_special = a.flag("special");
   a.reject_unknown();
-  if (model.empty() || (has_p == !file.empty())) {
-    std::fprintf(stderr,
-                 "usage: vkspec tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]\n"
-                 "  --ids          print the ids space-separated on one line\n"
-                 "  --add-special  add BOS/EOS as the model's metadata asks\n"
-                 "  --special      recognise control tokens such as <s> written in the text\n");
-    return 2;
-  }
+  if (model.empty()) throw vkspec::Error("no model given: -m MODEL.gguf");
+  if (has_p && !file.empty()) throw vkspec::Error("give one of -p TEXT and -f FILE, not both: each is the whole text");
+  if (!has_p && file.empty()) throw vkspec::Error("no text: give -p TEXT or -f FILE");
   if (!file.empty()) {
     text = vkspec::cli::read_file(file, "text file");
   }
@@ -51,6 +46,11 @@ int tokenize_main(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const vkspec::cli::RegisterCommand reg{"tokenize", "text -> token ids with the model's tokenizer", tokenize_main};
+const vkspec::cli::RegisterCommand reg{
+    "tokenize",
+    "text -> token ids with the model's tokenizer: -m MODEL.gguf (-p TEXT | -f FILE) [--ids] [--add-special] [--special]; "
+    "--ids: the ids on one line; --add-special: BOS/EOS as the model's metadata asks; --special: control tokens such as "
+    "<s> written in the text are recognised",
+    tokenize_main};
 
 }  // namespace

@@ -173,21 +173,22 @@ void check_device_fits(const Context& ctx, const LlamaConfig& cfg, const ModelOp
   const uint64_t range = ctx.caps().max_storage_buffer_range;
   const uint64_t row_bytes_kv = uint64_t(kv_row_words_of(cfg, kv_type)) * 4;
   const uint64_t kv_layer = vkspec::kv_stream_words(cap, kv_row_words_of(cfg, kv_type)) * 4;  // one layer's K (or V)
-  if (kv_layer > range)
-    throw Error("a KV cache of " + std::to_string(cap) + " tokens needs " + std::to_string(kv_layer >> 20) +
-                " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
-                " MiB; use a smaller --ctx (at most " + std::to_string(range / row_bytes_kv) + ")" +
-                (kv_type == KvType::F32 ? " or --kv-type f16" : ""));
   // A row's keys are at most the cache's length. Where the driver ends a shader's loops after a
   // fixed budget, attention over more keys than its kernel can loop through would be wrong, not
   // slow. (The heads' caches are no longer than the verifier's, so this check covers them too.)
   const uint32_t max_keys = attention_max_keys(ctx, uint32_t(cfg.D), (kTreeMaxNodes + 31) / 32);
+  // The longest context both limits allow: the hint each refusal gives is one the other accepts.
+  const uint64_t fits_range = (range / 4 / 64 * 64) / (row_bytes_kv / 4);
+  const std::string most = " (at most " + std::to_string(std::min<uint64_t>(fits_range, max_keys)) + ")";
+  if (kv_layer > range)
+    throw Error("a KV cache of " + std::to_string(cap) + " tokens needs " + std::to_string(kv_layer >> 20) +
+                " MiB per layer, more than the device's storage-buffer range of " + std::to_string(range >> 20) +
+                " MiB; use a smaller --ctx" + most + (kv_type == KvType::F32 ? " or --kv-type f16" : ""));
   if (cap > max_keys)
     throw Error("a context of " + std::to_string(cap) + " tokens is more than device '" + ctx.caps().name +
                 "' can attend over: its driver ends a shader's loops after " +
                 std::to_string(ctx.caps().quirks.loop_iteration_limit) + " iterations, which the attention kernel " +
-                "reaches at " + std::to_string(max_keys) + " keys; use a smaller --ctx (at most " +
-                std::to_string(max_keys) + ")");
+                "reaches at " + std::to_string(max_keys) + " keys; use a smaller --ctx" + most);
   const std::array<uint32_t, 8> w = scratch_widths(cfg);
   const uint64_t row_bytes = uint64_t(*std::max_element(w.begin(), w.end())) * 4;
   if (uint64_t(max_rows) * row_bytes > range)
