@@ -159,9 +159,9 @@ void main() {
   memoryBarrierBuffer();
   barrier();
 
+  float m0;
+  const uint w = row_argmax(yo, m0);
   if (pc.greedy != 0) {  // T == 0: one-hot at the arg-max of the penalised logits
-    float bv;
-    const uint w = row_argmax(yo, bv);
     for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
       const uint i = i0 + u * WG;
       if (i < pc.V) p[yo + i] = i == w ? 1.0 : 0.0;
@@ -169,9 +169,14 @@ void main() {
     return;
   }
 
+  // Shifted by the row's maximum before the division: l / T overflowed to ±inf for a temperature
+  // near the float minimum (1e-38), and inf - inf made the weights NaN (near-uniform sampling);
+  // (l - max) / T is at most 0, and -inf at worst: a weight of 0. An infinite or NaN maximum is
+  // left unshifted (weight() gives the tokens at an infinite maximum the mass).
+  const float shift = (floatBitsToUint(m0) & 0x7f800000u) == 0x7f800000u ? 0.0 : m0;  // bits: no fast-math
   for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
     const uint i = i0 + u * WG;
-    if (i < pc.V) p[yo + i] = p[yo + i] / pc.temp;
+    if (i < pc.V) p[yo + i] = (p[yo + i] - shift) / pc.temp;
   }
   // (each invocation reads back only the entries it wrote: no barrier needed)
   float m;

@@ -124,7 +124,10 @@ std::vector<float> ref_probs(std::vector<float> y, const SamplingOptions& o, con
     p[order[0]] = 1;
     return p;
   }
-  for (auto& v : y) v = v / o.temperature;
+  // Shifted by a finite maximum first, as the kernel does (l / T overflows for T near 1e-38).
+  const float m0 = y[order[0]];
+  const float shift = std::isfinite(m0) ? m0 : 0.0f;
+  for (auto& v : y) v = (v - shift) / o.temperature;
   uint32_t keep = o.top_k && o.top_k < V ? o.top_k : V;
   const float m = y[order[0]];
   // exp(y - m); 1 at the maximum (an infinite maximum shares the mass), 0 for NaN unless all are.
@@ -335,7 +338,10 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
                         {0.7f, 1.0f, 0.0f, 1.0f, 5, 64},   {1.3f, 0.6f, 0.0f, 1.0f, 10, 64},
                         {0.9f, 1.0f, 0.08f, 1.0f, 0, 64},  {0.8f, 0.95f, 0.05f, 1.3f, 40, 16},
                         {0.0f, 1.0f, 0.0f, 1.0f, 0, 64},   {0.0f, 1.0f, 0.0f, 1.5f, 0, 3},
-                        {0.6f, 0.8f, 0.02f, 1.1f, 3, 200}, {1.0f, 0.5f, 0.0f, 0.8f, 1, 8}};
+                        {0.6f, 0.8f, 0.02f, 1.1f, 3, 200}, {1.0f, 0.5f, 0.0f, 0.8f, 1, 8},
+                        // Near the float minimum (the logits are scaled by 40 for these): l / T
+                        // overflowed to ±inf and the row sampled almost uniformly.
+                        {1.2e-38f, 1.0f, 0.0f, 1.0f, 0, 64}, {1.2e-38f, 0.9f, 0.05f, 1.2f, 4, 16}};
   for (uint32_t V : {1u, 7u, 23u, 37u, 300u, 1000u}) {
     std::vector<uint32_t> hist(t + 1);
     for (auto& x : hist) x = rng() % (V + 2);  // ids >= V are ignored by the penalty
@@ -345,8 +351,13 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
     std::vector<float> x(size_t(N) * V);
     for (auto& v : x) v = 0.25f * float(int(rng() % 17) - 8);
     Buffer logits(ctx, x.size() * 4 + 64), probs(ctx, x.size() * 4 + 64);
-    logits.upload(x, 16);  // an offset, to exercise x_offset
+    bool scaled = false;
     for (const Case& c : cases) {
+      if (c.temp > 0 && c.temp < 1e-30f && !scaled) {
+        for (auto& v : x) v *= 40.0f;  // the same grid, |l| up to 80: 80 / 1.2e-38 is past the float range
+        scaled = true;
+      }
+      logits.upload(x, 16);  // an offset, to exercise x_offset
       SamplingOptions o;
       o.temperature = c.temp, o.top_p = c.top_p, o.min_p = c.min_p, o.repeat_penalty = c.pen, o.top_k = c.top_k;
       o.repeat_window = c.W;
