@@ -185,6 +185,9 @@ static std::string cache_dir(const std::string& configured) {
   return {};
 }
 
+// A cache file past this is not read (a driver's whole cache for vkspec's shaders is a few MiB).
+constexpr uintmax_t kMaxCacheBytes = uintmax_t(256) << 20;
+
 PipelineCache::PipelineCache(Context& ctx, const std::string& dir_opt) : ctx_(ctx) {
   std::vector<char> blob;
   std::string dir = cache_dir(dir_opt);
@@ -194,8 +197,17 @@ PipelineCache::PipelineCache(Context& ctx, const std::string& dir_opt) : ctx_(ct
     for (uint8_t b : ctx.caps().uuid) name << std::hex << (b >> 4) << (b & 15);
     name << "-" << std::hex << ctx.caps().driver_version << "-" << all_shaders_hash() << ".bin";
     path_ = name.str();
-    std::ifstream f(path_, std::ios::binary);
-    if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+    // Only a regular file is read (by stat, without opening it: a FIFO there would block the open,
+    // inside a C API call that holds its lock), and one no larger than kMaxCacheBytes; anything
+    // else at that path is left alone, neither read nor replaced at exit.
+    std::error_code ec;
+    const auto st = std::filesystem::status(path_, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+      path_.clear();
+    } else if (std::filesystem::exists(st) && std::filesystem::file_size(path_, ec) <= kMaxCacheBytes && !ec) {
+      std::ifstream f(path_, std::ios::binary);
+      if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+    }
   }
   // The driver validates the blob's header (vendor, device, UUID) and ignores one that does not
   // match, so a stale or foreign file costs only a recompile.

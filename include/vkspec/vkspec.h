@@ -21,12 +21,17 @@
  * race (so a vkspec_model_load on one thread delays a vkspec_poll on another until it is done;
  * runtimes on different devices are independent). vkspec_poll, vkspec_step_submit and
  * vkspec_cancel never wait for the GPU. The blocking calls are vkspec_model_load,
- * vkspec_context_create (they upload and build), vkspec_generate, vkspec_wait, and the destroy
- * calls (they wait for the object's own work in flight, never for the application's). While
- * vkspec_generate, vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock:
- * calls on other contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate
- * (VKSPEC_ERROR_CANCELLED). A handle must not be destroyed while another thread is in a call on
- * it. Callbacks run on the calling thread, inside the call, with the lock held; they must not
+ * vkspec_context_create (they upload and build), vkspec_generate, vkspec_generation_start (it
+ * waits for the previous generation's work in flight, and its first start with new options
+ * builds a step, like a load), vkspec_wait, and the destroy calls (they wait for the object's own
+ * work in flight, never for the application's). While vkspec_generate, vkspec_generation_start,
+ * vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock: calls on other
+ * contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate
+ * (VKSPEC_ERROR_CANCELLED). vkspec_generate owns its context until it returns: a
+ * vkspec_generation_start, vkspec_step_submit, vkspec_poll, vkspec_wait or vkspec_generate on
+ * that context meanwhile (from another thread or a callback) is refused with VKSPEC_ERROR_STATE,
+ * since it would restart the generation or take its tokens. A handle must not be destroyed while
+ * another thread is in a call on it. Callbacks run on the calling thread, inside the call, with the lock held; they must not
  * call back into the same context.
  *
  * SHARED QUEUE. Vulkan requires external synchronization of a VkQueue. If the application submits

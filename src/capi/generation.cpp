@@ -21,6 +21,9 @@ struct vkspec_context : Handle {
   std::optional<StreamDecoder> decoder;
   bool started = false;
   bool cancelled = false;  // by vkspec_cancel: vkspec_generate reports it
+  // Inside vkspec_generate, which owns the generation until it returns: a start, submit, poll or
+  // wait from another thread (or a callback) would restart it or take its tokens, so they are refused.
+  bool generating = false;
   uint32_t budget_us = 0, total = 0;
   // Measured GPU time per step: submission to observed completion, over the steps it chained.
   double step_us = 0;
@@ -62,7 +65,9 @@ bool same(const EngineOptions& a, const EngineOptions& b) {
 // Starts a generation: the engine for these options (reused when they did not change), the
 // prompt's ids, then Engine::begin (submits the prefill, does not wait). Everything is checked
 // before the running generation is touched: a start that is refused leaves it as it was.
-void start(vkspec_context* c, const vkspec_generation_params& p) {
+void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock);
+
+void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock) {
   Model& m = *c->m;
   EngineOptions o;
   o.names = &kCApiOptionNames;  // errors name the struct fields, not the command line's flags
@@ -88,7 +93,16 @@ void start(vkspec_context* c, const vkspec_generation_params& p) {
     if (p.prompt_count && !p.prompt_ids) throw ArgumentError("prompt_count > 0 but prompt_ids is NULL");
     prompt.assign(p.prompt_ids, p.prompt_ids + p.prompt_count);
   }
-  if (c->engine) c->engine->wait();  // the running generation's work in flight (it stays resumable)
+  // The running generation's work in flight (it stays resumable), waited for without the lock:
+  // calls on other contexts go ahead. Another thread may submit on this context meanwhile, so
+  // until the timeline stands still; the engine's own wait then finds it done.
+  if (c->engine) {
+    for (uint64_t seen = c->timeline_value + 1; seen != c->timeline_value;) {
+      seen = c->timeline_value;
+      wait_unlocked(c, lock);
+    }
+    c->engine->wait();
+  }
   std::unique_ptr<Engine> fresh;     // checks the options; on a throw the running engine is untouched
   if (!c->engine || !same(o, c->engine_opts))
     fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
@@ -177,6 +191,12 @@ void require_started(const vkspec_context* c) {
   if (!c->started) throw StateError("no generation on this context: call vkspec_generation_start first");
 }
 
+void require_not_generating(const vkspec_context* c, const char* call) {
+  if (c->generating)
+    throw StateError(std::string(call) + ": a vkspec_generate is running on this context; only vkspec_cancel, "
+                     "vkspec_timeline and vkspec_fence may be called on it until it returns");
+}
+
 }  // namespace
 
 extern "C" {
@@ -238,13 +258,15 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p) {
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec_generation_params* p) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generation_start: params are required");
-    start(c, *p);
+    require_not_generating(c, "vkspec_generation_start");
+    start(c, *p, lock_);
     return VKSPEC_OK;
   })
 }
 
 VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_generating(c, "vkspec_step_submit");
     require_started(c);
     if (steps > 64) throw Error("vkspec_step_submit: at most 64 steps per submission, got " + std::to_string(steps));
     if (c->engine->done()) return VKSPEC_DONE;
@@ -259,6 +281,7 @@ VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
 VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!out) throw Error("vkspec_poll: out is required");
+    require_not_generating(c, "vkspec_poll");
     require_started(c);
     poll(c, out);
     return VKSPEC_OK;
@@ -267,6 +290,7 @@ VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out)
 
 VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_generating(c, "vkspec_wait");
     require_started(c);
     wait_unlocked(c, lock_);
     if (c->started) c->engine->wait();  // done on the GPU: only the engine's own bookkeeping
@@ -306,7 +330,13 @@ VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generat
                                          vkspec_text_fn on_text, void* user) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generate: params are required");
-    start(c, *p);
+    require_not_generating(c, "vkspec_generate");
+    c->generating = true;  // from before the start, whose wait for older work releases the lock
+    struct Release {
+      vkspec_context* c;
+      ~Release() { c->generating = false; }
+    } release{c};
+    start(c, *p, lock_);
     vkspec_poll_result r{};
     // Steps past the end are no-ops on the GPU, so a few per submission cost nothing extra.
     const uint32_t per_submit = p->budget_us ? 0 : 4;

@@ -364,12 +364,25 @@ StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max
   return b;
 }
 
+namespace {
+// The head's config.json, read and parsed; a missing one is named with the head the caller gave
+// (a verifier GGUF given as a head was refused as "<its folder>/config.json: cannot open").
+HeadConfig head_config_of(const std::string& head, const HeadPaths& files) {
+  std::error_code ec;
+  if (!std::filesystem::exists(files.config, ec))
+    throw Error("draft head " + head + ": no config.json at " + files.config +
+                " (a head is a folder holding config.json and model.safetensors or pytorch_model.bin, or such a weights "
+                "file with its config.json beside it)");
+  return read_head_config(files.config);
+}
+}  // namespace
+
 HeadBytes estimate_head_bytes(const std::string& path, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
   const HeadPaths files = head_paths(path);
   std::error_code ec;
   const uintmax_t n = std::filesystem::file_size(files.weights, ec);
   if (ec) throw Error("draft head " + path + ": cannot read " + files.weights + ": " + ec.message());
-  const HeadConfig c = read_head_config(files.config);
+  const HeadConfig c = head_config_of(path, files);
   uint64_t weights = uint64_t(n);
   // EAGLE-3: the lm_head is expanded on the device from draft_V to V rows (counted at 4 bytes an
   // element: exact for an f32 head, an upper bound for a 16-bit one), plus a V-wide f32 bias.
@@ -384,8 +397,7 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   path_ = files.weights;
   if (!fs::exists(weights))
     throw Error("draft head " + path + ": no model.safetensors (or pytorch_model.bin) at " + weights.string());
-  if (!fs::exists(cj)) throw Error("draft head " + path + ": no config.json at " + cj.string());
-  cfg_ = read_head_config(cj.string());
+  cfg_ = head_config_of(path, files);
   check_head_fits(cfg_, verifier, path);
 
   // Either format yields the same SafeTensors; the file object owns the bytes they point to.

@@ -98,6 +98,27 @@ static void* canceller(void* p) {
   return NULL;
 }
 
+/* ---- calls into the context of a running vkspec_generate (its token callback makes them) ---- */
+typedef struct Reenter {
+  vkspec_context* ctx;
+  const vkspec_generation_params* params;
+  Tokens t;
+  int calls;
+  vkspec_status poll_s, start_s, submit_s, wait_s, generate_s;
+} Reenter;
+
+static void on_tokens_reenter(const uint32_t* ids, uint32_t n, void* user) {
+  Reenter* a = (Reenter*)user;
+  collect(&a->t, ids, n);
+  if (a->calls++ != 0) return;
+  vkspec_poll_result r;
+  a->poll_s = vkspec_poll(a->ctx, &r);
+  a->start_s = vkspec_generation_start(a->ctx, a->params);
+  a->submit_s = vkspec_step_submit(a->ctx, 1);
+  a->wait_s = vkspec_wait(a->ctx);
+  a->generate_s = vkspec_generate(a->ctx, a->params, NULL, NULL, NULL);
+}
+
 /* ---- vkspec_tokenize on one thread while another creates contexts ---- */
 typedef struct TokenizeArgs {
   vkspec_model* model;
@@ -132,6 +153,34 @@ int main(int argc, char** argv) {
   vkspec_runtime* rt = (vkspec_runtime*)&rd; /* not NULL: a refused create must set it to NULL */
   CHECK(vkspec_runtime_create(NULL, &rt) == VKSPEC_ERROR_INVALID_ARGUMENT && rt == NULL);
   REQUIRE_OK(vkspec_runtime_create(&rd, &rt), NULL);
+
+  /* A FIFO where the pipeline cache file goes: neither read (the open would wait for a writer,
+   * inside vkspec_runtime_create) nor replaced by a regular file at exit. */
+  {
+    char dir[] = "/tmp/vkspec-capi-cache-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    vkspec_runtime_desc cd = rd;
+    cd.pipeline_cache_dir = dir;
+    vkspec_runtime* rc = NULL;
+    REQUIRE_OK(vkspec_runtime_create(&cd, &rc), NULL);
+    vkspec_runtime_destroy(rc); /* writes the (empty) cache file: its name is the device's */
+    char cmd[256], name[512] = "";
+    snprintf(cmd, sizeof cmd, "ls %s/pipelines-*.bin 2>/dev/null", dir);
+    FILE* ls = popen(cmd, "r");
+    CHECK(ls != NULL && fgets(name, sizeof name, ls) != NULL);
+    if (ls) pclose(ls);
+    name[strcspn(name, "\n")] = 0;
+    CHECK(name[0] != 0 && unlink(name) == 0 && mkfifo(name, 0600) == 0);
+    const double t0 = now_s();
+    rc = NULL;
+    REQUIRE_OK(vkspec_runtime_create(&cd, &rc), NULL);
+    vkspec_runtime_destroy(rc);
+    CHECK(now_s() - t0 < 10);
+    struct stat st;
+    CHECK(stat(name, &st) == 0 && S_ISFIFO(st.st_mode));
+    unlink(name);
+    rmdir(dir);
+  }
 
   /* A FIFO as the model: refused at once (opening it for reading would wait for a writer). */
   {
@@ -178,6 +227,14 @@ int main(int argc, char** argv) {
     md.path = "/nonexistent/stopped by the progress callback.gguf";
     CHECK(vkspec_model_load(rt, &md, &m) == VKSPEC_ERROR_MODEL);
     CHECK(strstr(vkspec_last_error(rt), "No such file") != NULL);
+    /* A verifier GGUF as the head: named as the head given (it named <its folder>/config.json). */
+    vkspec_model_desc_init(&md);
+    md.path = verifier, md.head1 = verifier;
+    vkspec_memory mem;
+    CHECK(vkspec_model_memory(rt, &md, &mem) == VKSPEC_ERROR_MODEL);
+    CHECK(strstr(vkspec_last_error(rt), "draft head ") != NULL && strstr(vkspec_last_error(rt), "verifier.gguf: no config.json") != NULL);
+    CHECK(vkspec_model_load(rt, &md, &m) == VKSPEC_ERROR_MODEL && m == NULL);
+    CHECK(strstr(vkspec_last_error(rt), "verifier.gguf: no config.json") != NULL);
   }
 
   /* A successful load after a failed one leaves no error text behind. */
@@ -217,6 +274,25 @@ int main(int argc, char** argv) {
   REQUIRE_OK(vkspec_generation_start(c, &gp), c);
   poll_to_end(c, &ref);
   CHECK(ref.n == 40);
+
+  /* vkspec_generate owns its context until it returns: a poll, start, submit, wait or generate
+   * made meanwhile (here from its callback; another thread's are refused the same way) is refused
+   * with VKSPEC_ERROR_STATE. A poll took the generation's tokens and a start restarted it, and
+   * vkspec_generate still returned OK. */
+  {
+    Reenter a;
+    memset(&a, 0, sizeof a);
+    a.ctx = c, a.params = &gp;
+    REQUIRE_OK(vkspec_generate(c, &gp, on_tokens_reenter, NULL, &a), c);
+    CHECK(a.t.n == ref.n && memcmp(a.t.ids, ref.ids, ref.n * 4) == 0);
+    CHECK(a.poll_s == VKSPEC_ERROR_STATE && a.start_s == VKSPEC_ERROR_STATE && a.submit_s == VKSPEC_ERROR_STATE);
+    CHECK(a.wait_s == VKSPEC_ERROR_STATE && a.generate_s == VKSPEC_ERROR_STATE);
+    CHECK(strstr(vkspec_last_error(c), "a vkspec_generate is running on this context") != NULL);
+    REQUIRE_OK(vkspec_generation_start(c, &gp), c); /* and after it returned, the context is free */
+    Tokens t = {{0}, 0};
+    poll_to_end(c, &t);
+    CHECK(t.n == ref.n && memcmp(t.ids, ref.ids, ref.n * 4) == 0);
+  }
 
   /* A start that is refused leaves the running generation as it was: it goes on to the same tokens. */
   {
