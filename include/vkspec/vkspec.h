@@ -47,7 +47,7 @@
  * A borrowed VkInstance/VkDevice/VkQueue stays the application's: vkspec never destroys it, and
  * the application destroys it only after every vkspec handle made on it is destroyed.
  * Strings returned by vkspec (last error, poll text) belong to the handle and stay valid until the
- * next call on that handle. Token arrays returned by vkspec_poll likewise.
+ * next call on that handle (for the last error: the calling thread's next call). Token arrays returned by vkspec_poll likewise.
  * vkspec_last_error(NULL) is the calling thread's last error from a call without a handle to
  * keep it (vkspec_runtime_create, vkspec_required_device_features, a NULL handle). A failed
  * vkspec_model_load reports on its runtime, a failed vkspec_context_create on its model.
@@ -100,8 +100,9 @@ typedef struct vkspec_runtime vkspec_runtime;
 typedef struct vkspec_model vkspec_model;
 typedef struct vkspec_context vkspec_context;
 
-/* Text of the last error on this handle ("" if none); NULL: the calling thread's last error of
- * a call that had no handle to keep it (see LIFETIME above). */
+/* Text of the calling thread's last error on this handle ("" if none: each thread reads its own
+ * calls' errors, whatever other threads do on the handle); NULL: the calling thread's last error
+ * of a call that had no handle to keep it (see LIFETIME above). */
 VKSPEC_API const char* vkspec_last_error(const void* handle);
 VKSPEC_API const char* vkspec_status_name(vkspec_status s);
 

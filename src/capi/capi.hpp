@@ -67,17 +67,38 @@ struct Cancelled : Error {
 };
 
 // Turns the exception in flight into a status and `err`'s text; `fallback` for vkspec::Error.
+class ErrorText;
 vkspec_status status_of_exception(std::string& err, vkspec_status fallback);
+vkspec_status status_of_exception(ErrorText& err, vkspec_status fallback);
 void set_thread_error(const std::string& s);
 
 }  // namespace vkspec::capi
 
 namespace vkspec::capi {
+// A handle's last error text, kept per calling thread: two threads calling on one handle each
+// read their own call's error (one shared string was read by one thread while another's call
+// wrote it). Each is numbered for the process's life, so a later handle at the same address
+// reads nothing stale; a thread's text goes when its next call on the handle starts.
+class ErrorText {
+ public:
+  ErrorText();
+  ~ErrorText();
+  ErrorText(const ErrorText&) = delete;
+  ErrorText& operator=(const ErrorText&) = delete;
+  ErrorText& operator=(const std::string& text);  // the calling thread's
+  void clear();
+  const std::string& str() const;  // the calling thread's ("" if none)
+  operator const std::string&() const { return str(); }
+
+ private:
+  uint64_t id_;
+};
+
 // What every handle starts with: vkspec_last_error(handle) reads `err` through it.
 struct Handle {
   static constexpr uint32_t kMagic = 0x766b7370;  // "vksp"
   uint32_t magic = kMagic;
-  std::string err;
+  ErrorText err;
   ~Handle() { magic = 0; }
 };
 }  // namespace vkspec::capi

@@ -1,9 +1,11 @@
 // The C API's runtime and model calls (include/vkspec/vkspec.h): a thin layer over Context,
 // LlamaModel, EagleHead and Tokenizer that never lets an exception through.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <unordered_map>
 
 #include "capi/capi.hpp"
 #include "vkspec/model_config.hpp"
@@ -95,6 +97,34 @@ void copy_desc_options(Model& m, const vkspec_model_desc& d) {
 }  // namespace
 
 void set_thread_error(const std::string& s) { g_thread_error = s; }
+
+namespace {
+std::atomic<uint64_t> g_next_error_id{1};
+thread_local std::unordered_map<uint64_t, std::string> t_errors;  // ErrorText id -> this thread's text
+}  // namespace
+
+ErrorText::ErrorText() : id_(g_next_error_id.fetch_add(1, std::memory_order_relaxed)) {}
+ErrorText::~ErrorText() { t_errors.erase(id_); }
+ErrorText& ErrorText::operator=(const std::string& text) {
+  if (text.empty())
+    t_errors.erase(id_);
+  else
+    t_errors[id_] = text;
+  return *this;
+}
+void ErrorText::clear() { t_errors.erase(id_); }
+const std::string& ErrorText::str() const {
+  static const std::string none;
+  const auto it = t_errors.find(id_);
+  return it == t_errors.end() ? none : it->second;
+}
+
+vkspec_status status_of_exception(ErrorText& err, vkspec_status fallback) {
+  std::string text;
+  const vkspec_status s = status_of_exception(text, fallback);  // inside the handler: rethrows the same exception
+  err = text;
+  return s;
+}
 
 vkspec_status status_of_exception(std::string& err, vkspec_status fallback) {
   try {
@@ -199,7 +229,7 @@ VKSPEC_API const char* vkspec_last_error(const void* handle) {
   if (!handle) return g_thread_error.c_str();
   // Every handle type derives from Handle first (capi.hpp).
   const auto* h = static_cast<const Handle*>(static_cast<const vkspec_runtime*>(handle));
-  return h->magic == Handle::kMagic ? h->err.c_str() : "vkspec_last_error: not a vkspec handle";
+  return h->magic == Handle::kMagic ? h->err.str().c_str() : "vkspec_last_error: not a vkspec handle";
 }
 
 VKSPEC_API const char* vkspec_status_name(vkspec_status s) {

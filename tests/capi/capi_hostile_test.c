@@ -119,6 +119,21 @@ static void on_tokens_reenter(const uint32_t* ids, uint32_t n, void* user) {
   a->generate_s = vkspec_generate(a->ctx, a->params, NULL, NULL, NULL);
 }
 
+/* ---- one handle's error text, per thread ---- */
+typedef struct ErrorArgs {
+  vkspec_model* model;
+  vkspec_status status;
+  char text[256];
+} ErrorArgs;
+
+static void* tokenize_ok(void* p) {
+  ErrorArgs* a = (ErrorArgs*)p;
+  uint32_t ids[64], n = 0;
+  a->status = vkspec_tokenize(a->model, "Hello", ids, 64, &n);
+  snprintf(a->text, sizeof a->text, "%s", vkspec_last_error(a->model));
+  return NULL;
+}
+
 /* ---- vkspec_tokenize on one thread while another creates contexts ---- */
 typedef struct TokenizeArgs {
   vkspec_model* model;
@@ -441,6 +456,22 @@ int main(int argc, char** argv) {
       CHECK(got.text_n - text_at_cancel == 3 && memcmp(got.text + text_at_cancel, "\xEF\xBF\xBD", 3) == 0);
     }
     CHECK(exercised);
+  }
+
+  /* A handle's error text is the calling thread's: another thread's successful call on the same
+   * model between this thread's failure and its vkspec_last_error does not clear it (one shared
+   * string did, and was read while another call wrote it). */
+  {
+    uint32_t ids[1], n = 0;
+    CHECK(vkspec_tokenize(model, "Hello there, kernel", ids, 1, &n) == VKSPEC_ERROR_INVALID_ARGUMENT);
+    ErrorArgs a;
+    memset(&a, 0, sizeof a);
+    a.model = model;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, tokenize_ok, &a) == 0);
+    pthread_join(th, NULL);
+    CHECK(a.status == VKSPEC_OK && strcmp(a.text, "") == 0);
+    CHECK(strstr(vkspec_last_error(model), "room for 1") != NULL);
   }
 
   /* vkspec_tokenize writes the model's error text: it takes the runtime's lock like every call. */
