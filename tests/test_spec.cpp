@@ -274,3 +274,28 @@ TEST_CASE("pick_trial: a speculative candidate is chosen only when it beat ar by
   CHECK_THROWS_WITH_AS(pick_trial({trial(Strategy::Merge, 8, 500)}), doctest::Contains("ar must be the first"), Error);
 }
 
+
+TEST_CASE("a start with no tokens asked builds the prefill's pipelines (the C API's warm-up) and submits nothing") {
+  // Its own context, so that no other test has built these pipelines already.
+  ContextOptions co;
+  co.pipeline_cache_dir = "-";
+  Context own(co);
+  Rig rig(own, "warm_start", 0.05f, 2, 2, 0.25f, 0.5f);
+  EngineOptions o;
+  o.strategy = Strategy::Merge, o.topk = 2, o.budget = 3;
+  Engine e(own, *rig.model, rig.head1.get(), rig.head2.get(), o);
+  const std::vector<uint32_t> prompt = random_prompts(1, uint32_t(rig.model->config().V))[0];
+  const size_t before = own.pipelines().size();
+  e.begin(prompt, 0);
+  CHECK(e.done());
+  CHECK(e.poll().tokens.empty());
+  const size_t warm = own.pipelines().size();
+  CHECK(warm > before);  // the prefill's passes: built, not run
+  EngineOptions ao;
+  Engine ar(own, *rig.model, nullptr, nullptr, ao);
+  const std::vector<uint32_t> want = ar.generate(prompt, 12).tokens;
+  const size_t with_ar = own.pipelines().size();
+  CHECK(e.generate(prompt, 12).tokens == want);
+  CHECK(own.pipelines().size() == with_ar);  // the real start found the prefill's pipelines built
+  CHECK(own.take_validation_messages().empty());
+}

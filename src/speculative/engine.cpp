@@ -293,7 +293,16 @@ void Engine::begin(const std::vector<uint32_t>& prompt, uint32_t n_new) {
   Parts::Run& r = *p.run;
   StepBuffers& b = p.buffers;
   r.begun = true, r.cancelled = false, r.finished = n_new == 0, r.n_new = n_new, r.seen = 0, r.fault = 0;
-  if (n_new == 0) return;  // nothing asked for: not even the prefill's token
+  if (n_new == 0) {
+    // Nothing asked for, not even the prefill's token. The prefill is recorded all the same and
+    // dropped unsubmitted: the pipelines this prompt's passes use are built now, so a warm-up
+    // start (vkspec_generation_start with max_tokens 0) leaves the first real one less to build.
+    Sequence warm(ctx_);
+    warm.begin();
+    record_prefill(warm, prompt);
+    warm.end();
+    return;
+  }
   // The output list's header: cleared, the limit and the stop tokens.
   uint32_t* out = static_cast<uint32_t*>(b.out_list.mapped());
   std::memset(out, 0, kOutTokens * 4);
