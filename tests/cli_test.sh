@@ -399,6 +399,10 @@ expect_error "--temp 1e-50 is refused, not run as greedy (it became float 0)" "o
 expect_error "--top-p 1e-50 is named as typed, not as 0" "got '1e-50'" generate -m "$m" --tokens 1 -n 2 --temp 1 --top-p 1e-50
 expect_error "an option that is the last word is said to lack a value (not that its value starts with '-')" \
   "option -n needs a value, and it is the last word" generate -m "$m" --tokens 1 -n
+bf=$(mktemp); printf '\xEF\xBB\xBF72 101\n' > "$bf"
+"$vkspec" logits -m "$m" --tokens-file "$bf" --out "$bf.f32" >/dev/null 2>&1; rc=$?
+check "a token file that starts with a UTF-8 BOM is read (it was refused as an invisible '1')" "[ $rc -eq 0 ] && [ \$(stat -c %s \"$bf.f32\") -eq 2048 ]"
+rm -f "$bf" "$bf.f32"
 expect_error "tokenize -p with -f names the conflict (it printed the usage)" "give one of -p TEXT and -f FILE, not both" tokenize -m "$m" -p x -f "$m"
 out=$("$vkspec" tokenize --help 2>/dev/null)
 check "tokenize --help lists its options" "printf '%s' \"\$out\" | grep -q -- '--add-special'"

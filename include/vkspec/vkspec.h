@@ -200,7 +200,9 @@ typedef struct vkspec_memory {
   uint64_t weights;      /* verifier + heads, on the device once per model (shared by its contexts) */
   uint64_t kv_cache;     /* verifier + heads, for context_tokens: each context's own */
   uint64_t scratch;      /* activations for max rows per pass: each context's own */
-  uint64_t per_context;  /* kv_cache + scratch: what each vkspec_context_create allocates */
+  uint64_t per_context;  /* kv_cache + scratch: what each context allocates (with an EAGLE-3 head
+                          * the verifier's tap rows, counted in scratch, come at its first
+                          * speculative start, not at vkspec_context_create) */
   uint64_t device_local; /* the device's device-local heap bytes (0 if unknown) */
 } vkspec_memory;
 

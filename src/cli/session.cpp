@@ -188,8 +188,10 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets, const std::
   }
 }
 
-std::vector<uint32_t> Session::parse_tokens(const std::string& s, const std::string& from) const {
+std::vector<uint32_t> Session::parse_tokens(const std::string& text, const std::string& from) const {
   std::vector<uint32_t> ids;
+  // A UTF-8 byte-order mark (a Windows editor's) is no id: skipped, not refused as an invisible '1'.
+  const std::string s = text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text;
   for (const std::string& w : split_list(s, ' ')) {
     uint32_t v = 0;
     if (!parse_id(w, v))
