@@ -95,6 +95,9 @@ TEST_CASE("engine: the accepted tree options are derived from the kernels' limit
   CHECK(default_draft_budget(4, 4, 8) == 8);
   CHECK(default_draft_budget(1, 0, 8) == 1);  // depth 0 draws no candidate: 1, refused later by name
   CHECK(default_draft_budget(4, 4, 0) == 1);
+  // The default context's slack bound covers merge's verified tree (1 + 2B) and every draft level.
+  CHECK(max_step_slack(8, 4, 4) == 1 + 2 * 8 + 4 * 4 + 2);
+  CHECK(max_step_slack(4294967295u, 4294967295u, 32) > 4294967295u);  // no wrap
   CHECK(budget_within(Strategy::Merge, 4, 4, 8) == 8);
   CHECK(budget_within(Strategy::Route, 0, 4, 8) == 8);
   for (uint32_t K = 1; K <= kTopkMax; ++K)

@@ -70,6 +70,10 @@ uint64_t draft_pool_nodes(uint32_t topk, uint32_t depth);  // 1 + K + (D-1)·K²
 // A budget the user did not give: `ceiling`, lowered to the candidates the tree draws (top-k 1,
 // depth 4 draws 4), never below 1 — so a default never fails as an option the user never typed.
 uint32_t default_draft_budget(uint32_t topk, uint32_t depth, uint32_t ceiling);
+// The most cache slots a speculative step writes past the committed tokens with these options,
+// whatever the strategy (verified tree of at most 1 + 2B nodes, D draft levels of K rows, 2 more):
+// Engine::check_fits's exact figure is never above it. What the CLI sizes a default context by.
+uint64_t max_step_slack(uint32_t budget, uint32_t depth, uint32_t topk);
 uint32_t max_draft_depth(uint32_t topk);                   // 0 if no depth fits
 uint32_t max_draft_topk(uint32_t depth, uint32_t vocab);   // 0 if no top-k fits
 uint32_t max_draft_budget(Strategy s, uint32_t topk, uint32_t depth);  // per head; 0 if none

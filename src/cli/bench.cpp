@@ -83,8 +83,8 @@ static int run_bench(const std::vector<std::string>& argv) {
     read_prompts(s, prompts, tokens_path, prompts_path, max_prompts);
     size_t longest = 0;
     for (const auto& p : prompts) longest = std::max(longest, p.size());
-    const uint64_t B = *std::max_element(budgets.begin(), budgets.end());
-    return longest + n + (args.has("heads") ? 3 + 2 * B + uint64_t(s.engine.depth) * s.engine.topk : 0);
+    const uint32_t B = *std::max_element(budgets.begin(), budgets.end());
+    return longest + n + (args.has("heads") ? max_step_slack(B, s.engine.depth, s.engine.topk) : 0);
   });
   args.reject_unknown();
   warn_idle(s.ctx->caps());

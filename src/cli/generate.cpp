@@ -101,9 +101,9 @@ static int run_generate(const std::vector<std::string>& argv) {
       have_prompt = false;  // refused below, after the options
       return 0;
     }
-    const uint64_t B = *std::max_element(budgets.begin(), budgets.end());
+    const uint32_t B = *std::max_element(budgets.begin(), budgets.end());
     const bool drafts = auto_strategy || s.engine.strategy != Strategy::AR;
-    return ids.size() + uint64_t(n) + (drafts ? 3 + 2 * B + uint64_t(s.engine.depth) * s.engine.topk : 0);
+    return ids.size() + uint64_t(n) + (drafts ? max_step_slack(B, s.engine.depth, s.engine.topk) : 0);
   });
   args.reject_unknown();
   // The default budget fits the tree the given top-k and depth draw (--topk 1 --depth 4 draws 4

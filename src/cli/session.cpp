@@ -76,7 +76,8 @@ void Session::open(Args& args) {
   batch_tiles = tiles == "pow2" ? BatchTiles::PowersOfTwo : BatchTiles::Even;
   // The file first: a broken model is refused before a device is created.
   file = std::make_unique<GgufFile>(GgufFile::open(model_path));
-  vocab = uint32_t(read_llama_config(*file).V);
+  const LlamaConfig cfg = read_llama_config(*file);
+  vocab = uint32_t(cfg.V), trained_ctx = cfg.ctx;
   if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
     try {
       tokenizer = Tokenizer::from_gguf(*file);
@@ -97,7 +98,7 @@ void Session::load_verifier(uint32_t max_rows) {
   co.device = device;
   co.batch_tiles = batch_tiles;
   ctx = std::make_unique<Context>(co);
-  if (ctx_len == 0) ctx_len = default_context(read_llama_config(*file).ctx, ctx_need);
+  if (ctx_len == 0) ctx_len = default_context(trained_ctx, ctx_need);
   ModelOptions mo;
   mo.context = ctx_len;
   mo.kv_type = kv_type;
@@ -172,7 +173,7 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets, const std::
   // The heads' device bytes count when checking that the verifier fits the device.
   {
     const LlamaConfig vc = read_llama_config(*file);
-    if (ctx_len == 0) ctx_len = default_context(vc.ctx, ctx_need);
+    if (ctx_len == 0) ctx_len = default_context(trained_ctx, ctx_need);
     const uint32_t cap = ctx_len;
     const uint32_t head_rows = std::max<uint32_t>({uint32_t(rows), engine.topk, engine.depth + 1});
     uint32_t taps = 0;

@@ -35,6 +35,7 @@ struct Session {
   // (the prompt, -n and a step's slack); 0 when it does not. Sizes the default context.
   uint64_t ctx_need = 0;
   uint32_t vocab = 0;       // the verifier's vocabulary (open() reads it): token ids are checked against it
+  int trained_ctx = 0;      // the verifier's trained context (open() reads it; 0 if the file gives none)
   KvType kv_type = KvType::F16;  // --kv-type
   uint64_t reserve_bytes = 0;    // the draft heads' estimated device bytes (load() sets it)
   std::string device;       // --device

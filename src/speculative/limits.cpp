@@ -34,6 +34,8 @@ uint32_t default_draft_budget(uint32_t K, uint32_t D, uint32_t ceiling) {
   return uint32_t(std::clamp<uint64_t>(draft_pool_nodes(K, D) - 1, 1, std::max(ceiling, 1u)));
 }
 
+uint64_t max_step_slack(uint32_t B, uint32_t D, uint32_t K) { return 3 + 2 * uint64_t(B) + uint64_t(D) * K; }
+
 uint32_t max_draft_depth(uint32_t K) {
   uint32_t best = 0;
   for (uint32_t D = 1; D < kTreeMaxPath && draft_pool_nodes(K, D) <= kTreeMaxNodes; ++D) best = D;
