@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -169,6 +171,34 @@ struct HeadRig {
   }
 };
 
+// model.safetensors rewritten with every tensor in `dtype` ("BF16" or "F32"), after `edit` has
+// changed the values (read as f32).
+void rewrite_head_dtype(const std::string& dir, const std::string& dtype,
+                        const std::function<void(const std::string&, std::vector<float>&)>& edit) {
+  std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> t;
+  {
+    auto st = SafetensorsFile::open(dir + "/model.safetensors");
+    for (const auto& [name, x] : st.tensors()) t[name] = {x.shape, x.to_f32()};
+  }
+  nlohmann::json h = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  for (auto& [name, sv] : t) {
+    edit(name, sv.second);
+    const uint64_t off = data.size();
+    for (float x : sv.second) {
+      const uint32_t b = dtype == "BF16" ? f32_to_bf16(x) : std::bit_cast<uint32_t>(x);
+      for (int i = 0; i < (dtype == "BF16" ? 2 : 4); ++i) data.push_back(uint8_t(b >> (8 * i)));
+    }
+    h[name] = {{"dtype", dtype}, {"shape", sv.first}, {"data_offsets", {off, uint64_t(data.size())}}};
+  }
+  const std::string hs = h.dump();
+  std::ofstream f(dir + "/model.safetensors", std::ios::binary | std::ios::trunc);
+  const uint64_t n = hs.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f.write(hs.data(), std::streamsize(n));
+  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on Hugging Face layout weights") {
@@ -195,6 +225,30 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head forward equals a rotate_half reference on 
     check_close(run.h, h_ref, 1e-4f, 1e-4f, "head hidden");
     check_close(run.l, l_ref, 1e-3f, 1e-4f, "head logits");
   }
+}
+
+// A bf16 or f32 head is stored in f16 only where every value is an f16: a value past f16's
+// 65504 became Inf there (every logit NaN), and one below its range lost its bits.
+TEST_CASE_FIXTURE(VkTest, "EAGLE head weights in bf16 or f32 beyond f16's range are computed as the file gives them") {
+  HeadRig rig(ctx, "head_wide");
+  for (const std::string dtype : {"BF16", "F32"}) {
+    CAPTURE(dtype);
+    TempDir hd("head_wide");
+    write_head(hd.path, rig.vc, rig.vf.path, 11, 0);
+    rewrite_head_dtype(hd.path, dtype, [](const std::string& name, std::vector<float>& x) {
+      // One residual channel far past f16 (the layer's norms keep the rest of the sums apart from
+      // it, so the reference's tolerance still holds), and a weight below f16's smallest.
+      if (name == "fc.weight") x[5] = 1.0e5f;
+      if (name == "layers.0.self_attn.v_proj.weight") x[9] = -3.0e-9f;
+    });
+    const HeadRun run = rig.check(ctx, hd.path);
+    for (float v : run.l) REQUIRE(std::isfinite(v));
+  }
+  // Values that are all f16s (a bf16 copy of an f16 head's small weights) still give the reference.
+  TempDir hd("head_narrow");
+  write_head(hd.path, rig.vc, rig.vf.path, 11, 0);
+  rewrite_head_dtype(hd.path, "BF16", [](const std::string&, std::vector<float>&) {});
+  rig.check(ctx, hd.path);
 }
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head with attention_bias and mlp_bias equals the reference that adds each projection's bias") {

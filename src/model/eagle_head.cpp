@@ -39,31 +39,47 @@ const SafeTensor& finite(const SafeTensor& t, const std::string& name, const std
   return t;
 }
 
-// f32 values (any safetensors dtype) → device weight in f16 (f32 stays f32). glu: `parts` are
-// the gate rows and the up rows of a gated MLP, for the matmul that folds act(gate) · up in.
+// True when every value is an f16 exactly, so storing the weight in f16 alters nothing.
+bool f16_exact(const std::vector<float>& v) {
+  for (float x : v)
+    if (f16_to_f32(f32_to_f16(x)) != x) return false;
+  return true;
+}
+
+// The rows of `parts` as one device weight: in f16 when every part is F16 or every value is an
+// f16 exactly, else in f32 (a bf16 or f32 value past f16's range would become Inf, a tiny one
+// would lose its bits: the weights are kept as the file gives them). glu: `parts` are the gate
+// rows and the up rows of a gated MLP, for the matmul that folds act(gate) · up in.
 DeviceWeight upload_rows(Context& ctx, const std::vector<const SafeTensor*>& parts, bool glu = false) {
   const uint64_t K = parts[0]->shape.back();
-  bool all_f32 = true;
+  bool all_f16 = true;
   uint64_t N = 0;
   for (auto* p : parts) {
-    all_f32 &= p->dtype == "F32";
+    all_f16 &= p->dtype == "F16";
     N += p->shape[0];
   }
   std::vector<uint8_t> raw;
-  for (auto* p : parts) {
-    if (all_f32) {
-      raw.insert(raw.end(), p->data, p->data + p->bytes);
-    } else if (p->dtype == "F16") {
-      raw.insert(raw.end(), p->data, p->data + p->bytes);
-    } else {
-      for (float x : p->to_f32()) {
-        uint16_t h = f32_to_f16(x);
-        raw.push_back(uint8_t(h & 0xff));
-        raw.push_back(uint8_t(h >> 8));
+  WeightType t = WeightType::F16;
+  if (all_f16) {
+    for (auto* p : parts) raw.insert(raw.end(), p->data, p->data + p->bytes);
+  } else {
+    std::vector<float> v;
+    for (auto* p : parts) {
+      const std::vector<float> f = p->to_f32();
+      v.insert(v.end(), f.begin(), f.end());
+    }
+    if (f16_exact(v)) {
+      raw.resize(v.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t h = f32_to_f16(v[i]);
+        raw[2 * i] = uint8_t(h & 0xff), raw[2 * i + 1] = uint8_t(h >> 8);
       }
+    } else {
+      t = WeightType::F32;
+      raw.resize(v.size() * 4);
+      std::memcpy(raw.data(), v.data(), raw.size());
     }
   }
-  const WeightType t = all_f32 ? WeightType::F32 : WeightType::F16;
   return glu ? upload_glu_weight(ctx, t, uint32_t(N / 2), uint32_t(K), raw.data())
              : upload_weight(ctx, t, uint32_t(N), uint32_t(K), raw.data());
 }
@@ -509,7 +525,8 @@ void EagleHeadWeights::load_eagle3(Context& ctx, const HeadTensors& f, const Lla
     std::copy(w.begin() + i * C, w.begin() + (i + 1) * C, full.begin() + map[i] * C);
     bias[map[i]] = 0.0f;
   }
-  if (lm.dtype == "F32") {
+  // As upload_rows: f16 only where that alters no value.
+  if (lm.dtype != "F16" && !f16_exact(full)) {
     lm_head_ = upload_weight(ctx, WeightType::F32, uint32_t(V), uint32_t(C), full.data());
   } else {
     std::vector<uint16_t> h(full.size());
