@@ -2,6 +2,7 @@
 // `vkspec generate` reads its options (a list option through option_list), then checked for what
 // was left unread. The input is the
 // argument words separated by NUL bytes.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint64_t n = a.get_uint("n", 128);
     const uint64_t budget = a.get_uint("budget", 8, 64, 1);
     const double temp = a.get_double("temp", 0.0);
+    // A float option (--top-p): accepted, it is finite, and nonzero wherever the text was.
+    const float top_p = a.get_float("top-p", 1.0f);
+    if (!std::isfinite(top_p) || (top_p == 0.0f && a.has("top-p") && a.get_double("top-p", 0.0) != 0.0)) __builtin_trap();
     if (n > UINT32_MAX || budget < 1 || budget > 64 || temp != temp) __builtin_trap();
     // A list option (--topk 1,2,4): what is accepted has no empty item and no item twice, and
     // joined with commas gives back the value exactly.

@@ -319,7 +319,9 @@ def main():
             ["-m", "m", "--topk", "1,2,4", "--tokens", "1"],
             ["-m", "m", "--topk", "1,,2,2,", "--topk=,"],
             ["-m", "m", "--budget", "", "--json=", "--md", "--tokens", "1"],
-            ["-m", "m", "--md=out.md", "--json", "--tokens="])):
+            ["-m", "m", "--md=out.md", "--json", "--tokens="],
+            ["-m", "m", "--top-p", "0.9", "--temp", "1e-40"],
+            ["-m", "m", "--top-p=1e-46", "--top-p", "3.5e38"])):
         put(out, "fuzz_args", "argv-%d.bin" % i, b"\0".join(w.encode() for w in argv))
 
 
