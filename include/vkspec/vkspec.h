@@ -218,6 +218,13 @@ VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_mo
 VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_model** out);
 VKSPEC_API void vkspec_model_destroy(vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* model);
+/* The KV capacity in tokens every context of this model has (vkspec_model_desc.context_tokens,
+ * or the default it chose), and the context the model was trained for (the GGUF's
+ * <arch>.context_length; 0 if the file does not say). A context_tokens above the trained
+ * context is accepted, as llama.cpp accepts it: positions past it are outside what the model
+ * saw, and its output there is unreliable. 0 for a NULL model. */
+VKSPEC_API uint32_t vkspec_model_context_tokens(const vkspec_model* model);
+VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* model);
 /* Prompt text to ids with the model's tokenizer (BOS as the model asks). Writes at most `cap` ids
  * and returns VKSPEC_ERROR_INVALID_ARGUMENT if more were needed; *count is the full count. */
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* model, const char* text, uint32_t* ids, uint32_t cap,

@@ -437,6 +437,14 @@ VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* m) {
   return m && m->m->verifier ? uint32_t(m->m->verifier->config().V) : 0;
 }
 
+VKSPEC_API uint32_t vkspec_model_context_tokens(const vkspec_model* m) {
+  return m && m->m->verifier ? m->m->model_opts.context : 0;
+}
+
+VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* m) {
+  return m && m->m->verifier ? uint32_t(std::max(m->m->verifier->config().ctx, 0)) : 0;
+}
+
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint32_t* ids, uint32_t cap, uint32_t* count) {
   if (!m) return set_thread_error("vkspec_tokenize: no model"), VKSPEC_ERROR_INVALID_ARGUMENT;
   std::lock_guard<std::recursive_mutex> lock(m->m->rt->mu);  // it writes m->err

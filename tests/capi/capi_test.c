@@ -335,6 +335,19 @@ int main(int argc, char** argv) {
           (unsigned long long)mem.kv_cache, (unsigned long long)mem.scratch);
   CHECK(weight_bytes > mem.weights * 9 / 10 && weight_bytes < mem.weights * 11 / 10);
   CHECK(g_progress_calls >= 3 && g_last_fraction == 1.0f);
+  /* context_tokens 0: the trained context where it is at most 2048 (the demo's 512). */
+  const uint32_t trained = vkspec_model_trained_context(model);
+  CHECK(trained > 0 && vkspec_model_context_tokens(model) == (trained < 2048 ? trained : 2048));
+  CHECK(vkspec_model_context_tokens(NULL) == 0 && vkspec_model_trained_context(NULL) == 0);
+  {  /* Past the trained context: accepted, and the model says both numbers. */
+    vkspec_model_desc wide = md;
+    wide.progress = NULL, wide.head1 = NULL, wide.head2 = NULL;
+    wide.context_tokens = trained + 64;
+    vkspec_model* mw = NULL;
+    REQUIRE_OK(vkspec_model_load(rt, &wide, &mw), rt);
+    CHECK(vkspec_model_context_tokens(mw) == trained + 64 && vkspec_model_trained_context(mw) == trained);
+    vkspec_model_destroy(mw);
+  }
   vkspec_model_desc bad = md;
   bad.path = "/nonexistent.gguf";
   vkspec_model* none = NULL;
