@@ -199,7 +199,14 @@ VkInstance create_instance(bool validation, VkDebugUtilsMessengerCreateInfoEXT* 
     ci.pNext = &vf;
   }
   VkInstance inst;
-  VKSPEC_VK(vkCreateInstance(&ci, nullptr, &inst));
+  const VkResult r = vkCreateInstance(&ci, nullptr, &inst);
+  // The loader says INCOMPATIBLE_DRIVER when it found no driver at all (none installed, or
+  // VK_ICD_FILENAMES / VK_DRIVER_FILES naming files that are not there).
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw Error("no Vulkan driver was found (VK_ERROR_INCOMPATIBLE_DRIVER from vkCreateInstance): install one "
+                "(on Debian, mesa-vulkan-drivers provides lavapipe, a CPU device) or check VK_ICD_FILENAMES / "
+                "VK_DRIVER_FILES");
+  VKSPEC_VK(r);
   volkLoadInstanceOnly(inst);
   return inst;
 }

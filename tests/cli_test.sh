@@ -10,6 +10,10 @@ check "devices --json is JSON with a chosen device" \
   "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(x[\"chosen\"] for x in d[\"devices\"])'"
 err=$(VKSPEC_DEVICE=no-such-gpu "$vkspec" devices 2>&1 >/dev/null); rc=$?
 check "unknown device is a clear error naming VKSPEC_DEVICE" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q \"no Vulkan device matches 'no-such-gpu' (from the environment variable VKSPEC_DEVICE)\""
+out=$(VKSPEC_DEVICE=no-such-gpu "$vkspec" devices 2>/dev/null)
+check "devices with a VKSPEC_DEVICE that matches nothing still lists the devices it points to" "printf '%s' \"\$out\" | grep -q '^  \[0\] '"
+err=$(VK_ICD_FILENAMES=/nonexistent/icd.json VK_DRIVER_FILES=/nonexistent/icd.json "$vkspec" devices 2>&1 >/dev/null); rc=$?
+check "no Vulkan driver is said in those words, not as a raw VkResult" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'no Vulkan driver was found'"
 err=$("$vkspec" devices --device 99 2>&1 >/dev/null); rc=$?
 check "device index out of range is a clear error" "[ $rc -ne 0 ] && printf '%s' \"\$err\" | grep -q 'does not exist'"
 err=$("$vkspec" devices --bogus 2>&1 >/dev/null); rc=$?
@@ -337,6 +341,8 @@ check "the demo's files are untouched" "[ \"\$(md5sum \"$bd/demo/prompts.txt\" \
 touch "$bd/a.json"
 expect_error "bench --suite: --json and --md spelled differently but one file are refused" "name the same file" \
   bench --suite quick --reps 1 --json "$bd/a.json" --md "$bd/./a.json"
+err=$(cd "$bd" && "$vkspec" bench --suite quick --reps 1 --json new.json --md ./new.json 2>&1 >/dev/null); rc=$?
+check "bench --suite: --json and --md naming one file not yet there are refused" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'name the same file' && [ ! -e \"$bd/new.json\" ]"
 expect_error "bench --suite: --json and --md both to standard output are refused (neither would parse)" "both go to standard output" \
   bench --suite quick --reps 1 --json --md
 rm -rf "$bd/demo/head2"
@@ -479,6 +485,53 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "NOT RUN: SPM continuation ($spm_vocab missing)"
 fi
+
+# The two file tools: arguments refused by name, inputs never written over, damaged weights refused.
+tl=$(mktemp -d)
+mrg="$(dirname "$vkspec")/make_random_gguf"
+l2g="$(dirname "$vkspec")/llama2c_to_gguf"
+for bad in "--dim" "--dim abc" "--dim 0" "--layers -1" "--vocab 99999999999"; do
+  err=$("$mrg" "$tl/r.gguf" $bad 2>&1); rc=$?
+  check "make_random_gguf $bad is refused naming the option (it aborted, or wrote a model nothing loads)" \
+    "[ $rc -eq 2 ] && printf '%s' \"\$err\" | grep -q -- '${bad%% *} needs' && [ ! -e \"$tl/r.gguf\" ]"
+done
+"$mrg" "$tl/v.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --vocab 300 2>/dev/null
+sum=$(md5sum < "$tl/v.gguf")
+err=$("$mrg" "$tl/./v.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --tokenizer-from "$tl/v.gguf" 2>&1); rc=$?
+check "make_random_gguf refuses to write over its --tokenizer-from file" \
+  "[ $rc -eq 2 ] && printf '%s' \"\$err\" | grep -q 'is the --tokenizer-from file' && [ \"\$(md5sum < \"$tl/v.gguf\")\" = \"$sum\" ]"
+# A tiny llama2.c checkpoint: header (dim 8, hidden 16, 1 layer, 2 heads, 2 kv heads, vocab 8,
+# seq 4), then its floats; weight 100 is 1e6 (past f16), or NaN.
+ck() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import struct, sys
+C, F, L, H, KV, V, S = 8, 16, 1, 2, 2, 8, 4
+D = C // H
+n = V*C + L*C + L*C*C + 2*L*KV*D*C + L*C*C + L*C + 3*L*F*C + C + 2*S*(D//2)
+w = [0.01 * ((i * 7919) % 97 - 48) for i in range(n)]
+if sys.argv[2] != "ok":
+    w[100] = float(sys.argv[2])
+open(sys.argv[1], "wb").write(struct.pack("<7i", C, F, L, H, KV, V, S) + struct.pack("<%df" % n, *w))
+PY
+}
+ck "$tl/ok.bin" ok
+cp "$tl/ok.bin" "$tl/ok2.bin"
+sum=$(md5sum < "$tl/ok.bin")
+err=$("$l2g" "$tl/ok.bin" "$tl/./ok.bin" f16 2>&1); rc=$?
+check "llama2c_to_gguf refuses to write over its input" \
+  "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'is the input file' && [ \"\$(md5sum < \"$tl/ok.bin\")\" = \"$sum\" ]"
+"$l2g" "$tl/ok.bin" "$tl/ok.gguf" f16 2>/dev/null
+check "llama2c_to_gguf converts a small checkpoint that vkspec then runs" \
+  "\"$vkspec\" generate -m \"$tl/ok.gguf\" --tokens 1 -n 2 >/dev/null 2>&1"
+ck "$tl/big.bin" 1e6
+err=$("$l2g" "$tl/big.bin" "$tl/big.gguf" f16 2>&1); rc=$?
+check "llama2c_to_gguf refuses an f16 output a weight overflows, naming the tensor (it wrote Inf and exited 0)" \
+  "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'tensor blk.0.attn_q.weight: value 1000000.* at element 28 is past the range of f16' && [ ! -e \"$tl/big.gguf\" ]"
+ck "$tl/nan.bin" nan
+err=$("$l2g" "$tl/nan.bin" "$tl/nan.gguf" q8_0 2>&1); rc=$?
+check "llama2c_to_gguf refuses a NaN weight (q8_0 turned it into a finite block)" \
+  "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q 'weight 100 (at byte 428) is NaN' && [ ! -e \"$tl/nan.gguf\" ]"
+rm -rf "$tl"
 
 # The pipeline cache follows the XDG rules: a relative XDG_CACHE_HOME is ignored (no cache folder
 # in the working directory; Mesa makes its own there), and the cache goes under $HOME/.cache/vkspec.

@@ -8,10 +8,13 @@
 // original context --orig-ctx (default: none written, the context 2048 then).
 // A random Llama model with a given shape, for benchmarks on shapes nobody ships (weights are
 // uniform in ±1/sqrt(fan_in); the file follows the GGUF spec, untied output unless --tied).
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -31,18 +34,34 @@ int main(int argc, char** argv) {
   std::string tokenizer_from;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> long {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return std::atol(argv[++i]);
+    // A size: decimal digits only, in [lo, hi]; anything else (a missing value, "abc", 0, -1)
+    // is refused naming the option, not read as 0 or written into a model nothing can load.
+    bool bad = false;
+    auto next = [&](uint64_t lo, uint64_t hi) -> uint64_t {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        bad = true;
+        return 0;
+      }
+      const char* v = argv[++i];
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long x = std::strtoull(v, &end, 10);
+      if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || x < lo || x > hi) {
+        std::fprintf(stderr, "%s needs an integer from %llu to %llu, got '%s'\n", a.c_str(), (unsigned long long)lo,
+                     (unsigned long long)hi, v);
+        bad = true;
+      }
+      return x;
     };
-    if (a == "--dim") c.C = int(next());
-    else if (a == "--layers") c.L = int(next());
-    else if (a == "--heads") c.H = int(next());
-    else if (a == "--kv-heads") c.Hkv = int(next());
-    else if (a == "--ffn") c.F = int(next());
-    else if (a == "--vocab") c.V = int(next());
-    else if (a == "--seed") seed = uint64_t(next());
-    else if (a == "--ctx") c.ctx = int(next());
+    if (a == "--dim") c.C = int(next(1, 1u << 16));
+    else if (a == "--layers") c.L = int(next(1, 1024));
+    else if (a == "--heads") c.H = int(next(1, 1024));
+    else if (a == "--kv-heads") c.Hkv = int(next(1, 1024));
+    else if (a == "--ffn") c.F = int(next(1, 1u << 20));
+    else if (a == "--vocab") c.V = int(next(1, 1u << 24));
+    else if (a == "--seed") seed = next(0, UINT64_MAX);
+    else if (a == "--ctx") c.ctx = int(next(1, 0x7fffffff));
     else if (a == "--tied") c.tied_output = true;
     else if (a == "--orig-ctx" && i + 1 < argc) {
       char* end = nullptr;
@@ -76,6 +95,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown option '%s'\n", a.c_str());
       return 2;
     }
+    if (bad) return 2;
   }
   if (c.H <= 0 || c.C % c.H || c.Hkv <= 0 || c.H % c.Hkv) {
     std::fprintf(stderr, "--heads must divide --dim and --kv-heads must divide --heads\n");
@@ -90,6 +110,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.D = c.C / c.H;
+  std::error_code ec;
+  if (!tokenizer_from.empty() && std::filesystem::equivalent(argv[1], tokenizer_from, ec)) {
+    std::fprintf(stderr, "%s is the --tokenizer-from file: writing it would destroy it (give another output path)\n",
+                 argv[1]);
+    return 2;
+  }
   try {
     if (tokenizer_from.empty()) {
       vkspec::write_random_llama(argv[1], c, seed, t);

@@ -154,8 +154,12 @@ bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
   std::error_code ea, eb;
-  const fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
-  return ea || eb ? a == b : pa == pb;
+  // Absolute first: a relative path none of whose parts exists yet ("a.json") is left as given by
+  // weakly_canonical, and would then differ from "./a.json" or "$PWD/a.json".
+  const fs::path aa = fs::absolute(a, ea), ab = fs::absolute(b, eb);
+  if (ea || eb) return a == b;
+  const fs::path pa = fs::weakly_canonical(aa, ea), pb = fs::weakly_canonical(ab, eb);
+  return ea || eb ? aa.lexically_normal() == ab.lexically_normal() : pa == pb;
 }
 
 void check_writable(const std::string& out_option, const std::string& out) {

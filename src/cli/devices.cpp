@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "vkspec/context.hpp"
+#include "vkspec/error.hpp"
 
 namespace vkspec::cli {
 
@@ -58,9 +59,18 @@ static int run_devices(const std::vector<std::string>& argv) {
   std::string sel = args.get("device", "");
   args.reject_unknown();
   auto devs = Context::enumerate();
-  uint32_t chosen = Context::choose(devs, sel);
+  // A selection (--device, VKSPEC_DEVICE) that matches nothing still lists every device, the list
+  // its error points to, and then fails with that error.
+  uint32_t chosen = UINT32_MAX;
+  std::string choose_error;
+  try {
+    chosen = Context::choose(devs, sel);
+  } catch (const Error& e) {
+    choose_error = e.what();
+  }
   if (json) {
-    nlohmann::json out = {{"chosen", chosen}, {"devices", nlohmann::json::array()}};
+    nlohmann::json out = {{"chosen", chosen == UINT32_MAX ? nlohmann::json(nullptr) : nlohmann::json(chosen)},
+                          {"devices", nlohmann::json::array()}};
     for (auto& d : devs) {
       auto j = caps_json(d.caps);
       j["index"] = d.index;
@@ -68,6 +78,7 @@ static int run_devices(const std::vector<std::string>& argv) {
       out["devices"].push_back(j);
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    if (!choose_error.empty()) throw Error(choose_error);
     return 0;
   }
   for (auto& d : devs) {
@@ -89,6 +100,7 @@ static int run_devices(const std::vector<std::string>& argv) {
     std::printf("      quirks: weights_via_texel_buffer=%d single_subgroup_kernels=%d loop_iteration_limit=%u\n",
                 c.quirks.weights_via_texel_buffer, c.quirks.single_subgroup_kernels, c.quirks.loop_iteration_limit);
   }
+  if (!choose_error.empty()) throw Error(choose_error);
   return 0;
 }
 

@@ -3,9 +3,13 @@
 // of the alignment, which is also what llama.cpp's loader insists on.
 #include "vkspec/gguf_writer.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "vkspec/dtype.hpp"
@@ -167,19 +171,21 @@ std::vector<uint8_t> encode_f32_as(std::span<const float> x, GgmlType type) {
       std::memcpy(out.data(), x.data(), x.size() * 4);
       break;
     case GgmlType::F16:
-      for (size_t i = 0; i < x.size(); ++i) {
-        const uint16_t h = f32_to_f16(x[i]);
-        std::memcpy(&out[2 * i], &h, 2);
-      }
-      break;
     case GgmlType::BF16:
       for (size_t i = 0; i < x.size(); ++i) {
-        const uint16_t h = f32_to_bf16(x[i]);
+        const uint16_t h = type == GgmlType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+        // A finite value the type cannot hold would be written as Inf (a file loaders refuse as damaged).
+        if (std::isfinite(x[i]) && !std::isfinite(type == GgmlType::F16 ? f16_to_f32(h) : bf16_to_f32(h)))
+          throw Error("value " + std::to_string(x[i]) + " at element " + std::to_string(i) + " is past the range of " +
+                      ggml_type_name(type) + " (write this tensor as f32)");
         std::memcpy(&out[2 * i], &h, 2);
       }
       break;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0: {
+      // A block's scale from a NaN or Inf would make the whole block garbage, silently.
+      if (const int64_t bad = first_non_finite_f32(reinterpret_cast<const uint8_t*>(x.data()), x.size()); bad >= 0)
+        throw Error("a NaN or Inf at element " + std::to_string(bad) + " cannot be quantized to " + ggml_type_name(type));
       if (x.size() % 32 != 0)
         throw Error(std::string("encode_f32_as: ") + ggml_type_name(type) + " needs a multiple of 32 values, got " +
                     std::to_string(x.size()));
@@ -200,7 +206,13 @@ std::vector<uint8_t> encode_f32_as(std::span<const float> x, GgmlType type) {
 
 void GgufWriter::add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, std::span<const float> values,
                                 GgmlType type) {
-  add_tensor(name, std::move(dims), type, encode_f32_as(values, type));
+  std::vector<uint8_t> data;
+  try {
+    data = encode_f32_as(values, type);
+  } catch (const Error& e) {
+    throw Error("tensor " + name + ": " + e.what());
+  }
+  add_tensor(name, std::move(dims), type, std::move(data));
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
@@ -232,12 +244,31 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
+  namespace fs = std::filesystem;
   const std::vector<uint8_t> bytes = to_bytes();
-  std::unique_ptr<FILE, int (*)(FILE*)> fp(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!fp) throw Error(path + ": cannot open for writing");
-  if (std::fwrite(bytes.data(), 1, bytes.size(), fp.get()) != bytes.size())
-    throw Error(path + ": short write (" + std::to_string(bytes.size()) + " bytes)");
-  if (std::fclose(fp.release()) != 0) throw Error(path + ": error closing file");
+  // A regular file (or none yet) is written beside itself and renamed into place, so a failed
+  // write leaves what was there; anything else (a device, a pipe) is written as it is.
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  const bool replace = !fs::exists(st) || fs::is_regular_file(st);
+  // Through a symbolic link: the file it names is replaced, not the link.
+  const std::string target = fs::exists(st) ? fs::canonical(path, ec).string() : path;
+  const std::string tmp = replace ? target + ".tmp" + std::to_string(::getpid()) : path;
+  auto put = [&]() {
+    std::unique_ptr<FILE, int (*)(FILE*)> fp(std::fopen(tmp.c_str(), "wb"), &std::fclose);
+    if (!fp) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+    if (std::fwrite(bytes.data(), 1, bytes.size(), fp.get()) != bytes.size())
+      throw Error(path + ": short write (" + std::to_string(bytes.size()) + " bytes)");
+    if (std::fclose(fp.release()) != 0) throw Error(path + ": error closing file");
+    if (replace && std::rename(tmp.c_str(), target.c_str()) != 0)
+      throw Error(path + ": cannot replace it: " + std::strerror(errno));
+  };
+  try {
+    put();
+  } catch (...) {
+    if (replace) std::remove(tmp.c_str());
+    throw;
+  }
 }
 
 // ---- Llama metadata and random models --------------------------------------------------------

@@ -2,9 +2,12 @@
 #include "vkspec/llama2c.hpp"
 
 #include "regular_file.hpp"
+#include "vkspec/dtype.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <span>
@@ -88,6 +91,12 @@ GgufWriter llama2c_to_gguf(const std::string& path, GgmlType wtype, LlamaConfig*
     return (wtype == GgmlType::Q8_0 || wtype == GgmlType::Q4_0) && row % 32 != 0 ? GgmlType::F16 : wtype;
   };
 
+  // A NaN or Inf weight is a damaged checkpoint: refused here, naming where, rather than
+  // written into a file that vkspec then refuses (or, quantized, turned into a finite garbage block).
+  if (const int64_t bad = first_non_finite_f32(reinterpret_cast<const uint8_t*>(w.data()), floats); bad >= 0)
+    throw Error(path + ": weight " + std::to_string(bad) + " (at byte " + std::to_string(28 + 4 * uint64_t(bad)) + ") is " +
+                (std::isnan(w[size_t(bad)]) ? "NaN" : "infinite") + ": the checkpoint is damaged");
+
   GgufWriter g;
   add_llama_metadata(g, c, "llama2.c " + path.substr(path.find_last_of('/') + 1));
   add_placeholder_llama_vocab(g, c.V);
@@ -127,6 +136,9 @@ GgufWriter llama2c_to_gguf(const std::string& path, GgmlType wtype, LlamaConfig*
 }
 
 LlamaConfig convert_llama2c_file(const std::string& in, const std::string& out, GgmlType wtype) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(in, out, ec))
+    throw Error(out + " is the input file " + in + ": writing it would destroy the checkpoint (give another output path)");
   LlamaConfig c;
   llama2c_to_gguf(in, wtype, &c).write(out);
   return c;
