@@ -36,7 +36,7 @@ void head_ref(const std::string& dir, const GgufFile& g, const LlamaConfig& vc, 
   const int C = vc.C, H = vc.H, Hkv = vc.Hkv, D = vc.D, N = int(toks.size());
   const int F = int(st.tensors().at("layers.0.mlp.gate_proj.weight").shape[0]);
   auto emb = dequantize_tensor(g.require_tensor("token_embd.weight"));
-  auto fc = W("fc.weight"), fcb = W("fc.bias"), wq = W("layers.0.self_attn.q_proj.weight"),
+  auto fc = W("fc.weight"), fcb = st.tensors().count("fc.bias") ? W("fc.bias") : std::vector<float>(C, 0.0f), wq = W("layers.0.self_attn.q_proj.weight"),
        wk = W("layers.0.self_attn.k_proj.weight"), wv = W("layers.0.self_attn.v_proj.weight"),
        wo = W("layers.0.self_attn.o_proj.weight"), wg = W("layers.0.mlp.gate_proj.weight"),
        wu = W("layers.0.mlp.up_proj.weight"), wd = W("layers.0.mlp.down_proj.weight"),
@@ -171,11 +171,12 @@ struct HeadRig {
   }
 };
 
-// model.safetensors rewritten with every tensor in `dtype` ("BF16" or "F32"), after `edit` has
-// changed the values (read as f32).
+// model.safetensors rewritten with every tensor in `dtype` ("BF16", "F16" or "F32"), after `edit`
+// has changed the values (read as f32); a tensor for which it returns false is left out.
+using TensorMap = std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>;
 void rewrite_head_dtype(const std::string& dir, const std::string& dtype,
-                        const std::function<void(const std::string&, std::vector<float>&)>& edit) {
-  std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> t;
+                        const std::function<bool(const std::string&, std::vector<float>&)>& edit, const TensorMap& add = {}) {
+  TensorMap t = add;
   {
     auto st = SafetensorsFile::open(dir + "/model.safetensors");
     for (const auto& [name, x] : st.tensors()) t[name] = {x.shape, x.to_f32()};
@@ -183,11 +184,13 @@ void rewrite_head_dtype(const std::string& dir, const std::string& dtype,
   nlohmann::json h = nlohmann::json::object();
   std::vector<uint8_t> data;
   for (auto& [name, sv] : t) {
-    edit(name, sv.second);
+    if (!edit(name, sv.second)) continue;
     const uint64_t off = data.size();
     for (float x : sv.second) {
-      const uint32_t b = dtype == "BF16" ? f32_to_bf16(x) : std::bit_cast<uint32_t>(x);
-      for (int i = 0; i < (dtype == "BF16" ? 2 : 4); ++i) data.push_back(uint8_t(b >> (8 * i)));
+      const uint32_t b = dtype == "BF16"  ? f32_to_bf16(x)
+                         : dtype == "F16" ? f32_to_f16(x)
+                                          : std::bit_cast<uint32_t>(x);
+      for (int i = 0; i < (dtype == "F32" ? 4 : 2); ++i) data.push_back(uint8_t(b >> (8 * i)));
     }
     h[name] = {{"dtype", dtype}, {"shape", sv.first}, {"data_offsets", {off, uint64_t(data.size())}}};
   }
@@ -240,6 +243,7 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head weights in bf16 or f32 beyond f16's range 
       // it, so the reference's tolerance still holds), and a weight below f16's smallest.
       if (name == "fc.weight") x[5] = 1.0e5f;
       if (name == "layers.0.self_attn.v_proj.weight") x[9] = -3.0e-9f;
+      return true;
     });
     const HeadRun run = rig.check(ctx, hd.path);
     for (float v : run.l) REQUIRE(std::isfinite(v));
@@ -247,8 +251,42 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head weights in bf16 or f32 beyond f16's range 
   // Values that are all f16s (a bf16 copy of an f16 head's small weights) still give the reference.
   TempDir hd("head_narrow");
   write_head(hd.path, rig.vc, rig.vf.path, 11, 0);
-  rewrite_head_dtype(hd.path, "BF16", [](const std::string&, std::vector<float>&) {});
+  rewrite_head_dtype(hd.path, "BF16", [](const std::string&, std::vector<float>&) { return true; });
   rig.check(ctx, hd.path);
+}
+
+// EAGLE's config key "bias" says whether fc has one (EAGLE's loader: default true).
+TEST_CASE_FIXTURE(VkTest, "EAGLE head config bias false computes fc without a bias, and a file that disagrees is refused") {
+  HeadRig rig(ctx, "head_fc_bias");
+  auto set_bias = [](const std::string& dir, bool on) {
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+    cfg["bias"] = on;
+    std::ofstream(dir + "/config.json", std::ios::trunc) << cfg.dump();
+  };
+  auto drop_fc_bias = [](const std::string& name, std::vector<float>&) { return name != "fc.bias"; };
+  auto load_error = [&](const std::string& dir) {
+    try {
+      EagleHead head(ctx, dir, rig.model, 64, 16);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  TempDir none("head_fc_nobias");
+  write_head(none.path, rig.vc, rig.vf.path, 11, 0);
+  rewrite_head_dtype(none.path, "F16", drop_fc_bias);
+  CHECK(load_error(none.path).find("fc.bias") != std::string::npos);  // default true: the bias is missing
+  set_bias(none.path, false);
+  rig.check(ctx, none.path);  // against the reference without a bias
+  TempDir both("head_fc_both");
+  write_head(both.path, rig.vc, rig.vf.path, 11, 0);
+  set_bias(both.path, false);
+  const std::string msg = load_error(both.path);
+  CAPTURE(msg);
+  CHECK(msg.find("tensor fc.bias is not part of an EAGLE-1/2 head") != std::string::npos);
+  CHECK(msg.find("config.json sets bias to false") != std::string::npos);
+  set_bias(both.path, true);
+  rig.check(ctx, both.path);
 }
 
 TEST_CASE_FIXTURE(VkTest, "EAGLE head with attention_bias and mlp_bias equals the reference that adds each projection's bias") {
@@ -474,6 +512,20 @@ TEST_CASE_FIXTURE(VkTest, "a head with a tensor it would not read is refused nam
   }
   // A saved rotary buffer is recomputed, not read: accepted (its shape does not matter here).
   CHECK(load_error({"layers.0.self_attn.rotary_emb.inv_freq"}).empty());
+  // A saved base-model embedding is not read; of the verifier's shape it is accepted, of another
+  // shape refused naming the mismatch.
+  {
+    TempDir hd("head_emb");
+    write_head(hd.path, vc, vf.path, 11, 0);
+    const uint64_t V = uint64_t(vc.V), C = uint64_t(vc.C);
+    rewrite_head_dtype(hd.path, "F16", [](const std::string&, std::vector<float>&) { return true; },
+                       {{"embed_tokens.weight", {{V, C}, std::vector<float>(V * C, 0.5f)}}});
+    CHECK_NOTHROW(EagleHead(ctx, hd.path, model, 64, 16));
+  }
+  const std::string emb = load_error({"embed_tokens.weight"});
+  CAPTURE(emb);
+  CHECK(emb.find("tensor embed_tokens.weight has shape [" + std::to_string(vc.C) + "], not the verifier's embedding [" +
+                 std::to_string(vc.V) + ", " + std::to_string(vc.C) + "]") != std::string::npos);
 }
 
 TEST_CASE("a head config that names another layer is refused naming the key") {

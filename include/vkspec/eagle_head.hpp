@@ -33,6 +33,9 @@ struct HeadConfig {
   std::vector<float> rope_divisors;
   // Hugging Face's attention_bias (q, k, v and o projections) and mlp_bias (gate, up, down).
   bool attention_bias = false, mlp_bias = false;
+  // EAGLE-1/2's "bias": whether its fc has one (fc.bias), as EAGLE's loader reads it (absent or
+  // null: true).
+  bool fc_bias = true;
   // hidden_act: the MLP's gate activation ("silu", "gelu", "gelu_pytorch_tanh" / "gelu_new").
   GluAct hidden_act = GluAct::Silu;
   // EAGLE-3 only.

@@ -195,12 +195,15 @@ static void refuse_unread(const std::map<std::string, SafeTensor>& tensors, cons
   for (const auto& [name, t] : tensors) {
     if (read.count(name) || (!eagle3 && name == "embed_tokens.weight") || name.ends_with("rotary_emb.inv_freq")) continue;
     // A projection's bias is read where config.json switches it on: say which switch.
+    // (fc.bias is unread only where "bias" is false: its default is true.)
     const char* flag = !name.ends_with("_proj.bias")               ? nullptr
                        : name.find("self_attn.") != std::string::npos ? "attention_bias"
                                                                       : "mlp_bias";
+    const std::string why = name == "fc.bias" && !eagle3 ? "; config.json sets bias to false"
+                            : flag                       ? std::string("; config.json does not set ") + flag + " to true"
+                                                         : std::string();
     throw Error(path + ": tensor " + name + " is not part of " + (eagle3 ? "an EAGLE-3" : "an EAGLE-1/2") +
-                " head as vkspec computes it (it would be ignored, computing another head)" +
-                (flag ? std::string("; config.json does not set ") + flag + " to true" : std::string()));
+                " head as vkspec computes it (it would be ignored, computing another head)" + why);
   }
 }
 
@@ -248,7 +251,8 @@ HeadConfig parse_head_config(std::string_view json_text, const std::string& path
   }
   if (const nlohmann::json* n = r.find("num_hidden_layers"); n && r.integer("num_hidden_layers", *n) != 1)
     throw Error(r.where("num_hidden_layers") + ": " + json_excerpt(*n) + " layers; a draft head is one decoder layer");
-  for (auto [k, flag] : {std::pair{"attention_bias", &c.attention_bias}, std::pair{"mlp_bias", &c.mlp_bias}})
+  for (auto [k, flag] : {std::pair{"attention_bias", &c.attention_bias}, std::pair{"mlp_bias", &c.mlp_bias},
+                         std::pair{"bias", &c.fc_bias}})
     if (const nlohmann::json* b = r.find(k); b && !b->is_null()) {
       if (!b->is_boolean()) throw Error(r.where(k) + ": " + json_excerpt(*b) + " is not true or false");
       *flag = b->get<bool>();
@@ -433,7 +437,16 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
     load_eagle3(ctx, f, verifier);
   } else {
     fc_ = upload_rows(ctx, {&f.get("fc.weight", {C, 2 * C})});
-    fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());
+    if (cfg_.fc_bias) fc_bias_ = upload_f32(ctx, f.get("fc.bias", {C}).to_f32());
+    // A saved copy of the base model's embedding is not read (the verifier's is), but its shape
+    // must be the verifier's: another one says the head was trained for another model.
+    if (tensors.count("embed_tokens.weight")) {
+      const uint64_t V = uint64_t(verifier.V);
+      const std::vector<uint64_t>& shape = tensors.at("embed_tokens.weight").shape;
+      if (shape != std::vector<uint64_t>{V, C})
+        throw Error(path_ + ": tensor embed_tokens.weight has shape " + shape_str(shape) + ", not the verifier's embedding " +
+                    shape_str({V, C}) + ": the head was made for another model");
+    }
   }
   wqkv_ = upload_rows(ctx, {&f.get(L + "self_attn.q_proj.weight", {HD, Kin}), &f.get(L + "self_attn.k_proj.weight", {KV, Kin}),
                             &f.get(L + "self_attn.v_proj.weight", {KV, Kin})});
@@ -661,7 +674,7 @@ void EagleHead::forward(Sequence& seq, const ForwardArgs& a) {
       seq.copy(*a.features.buf, cat_, regions_);
     }
     MatmulArgs fa;
-    fa.bias = &w.fc_bias_;
+    if (cfg.fc_bias) fa.bias = &w.fc_bias_;
     matmul(seq, w.fc_, cat, x, N, fa);  // x = fc(...) is also the residual stream
     layer(seq, a, x);                   // EAGLE's layer 0 has no input_layernorm
   }
