@@ -710,6 +710,13 @@ TEST_CASE_FIXTURE(VkTest, "sampling: a mixed EAGLE-1 + EAGLE-3 pair samples the 
   wide.topk = 9, wide.depth = 1;
   CHECK_THROWS_WITH_AS(Engine(ctx, *rig.model, rig.head1.get(), &e3, wide),
                        doctest::Contains("--topk 9 exceeds the draft vocabulary of 8 ids"), Error);
+  // Only a head that drafts limits top-k: single1 with e3 given second runs head 1 alone.
+  EngineOptions first = wide;
+  first.strategy = Strategy::Single1;
+  CHECK_NOTHROW(Engine(ctx, *rig.model, rig.head1.get(), &e3, first));
+  first.strategy = Strategy::Single2;
+  CHECK_THROWS_WITH_AS(Engine(ctx, *rig.model, rig.head1.get(), &e3, first),
+                       doctest::Contains("--topk 9 exceeds the draft vocabulary of 8 ids"), Error);
   const std::vector<uint32_t> prompt = {1, 5, 3};
   const uint32_t runs = 500;
   const auto ref = first_tokens(ctx, *rig.model, nullptr, nullptr, Strategy::AR, 0, prompt, runs);

@@ -128,7 +128,9 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
     if (id >= uint32_t(model.config().V))
       throw Error("stop token " + std::to_string(id) + " is outside the vocabulary (size " +
                   std::to_string(model.config().V) + ")");
-  if (s != Strategy::AR) check_tree_options(h1, h2);  // before anything is allocated
+  // Before anything is allocated; only the heads that draft (single1 with an EAGLE-3 second head
+  // of a 2-id draft vocabulary was refused a top-k that head never runs).
+  if (s != Strategy::AR) check_tree_options(heads[0], heads.size() > 1 ? heads[1] : nullptr);
 
   Parts& p = *parts_;
   const uint32_t C = uint32_t(model.config().C), V = uint32_t(model.config().V);
