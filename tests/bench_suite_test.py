@@ -117,6 +117,28 @@ def check_schema(j):
             check(key in units or key in COUNTS, f"{path}: number '{key}' has a named unit")
 
     walk(j, "", "")
+    # The summary names every flagged figure once, each apart from its siblings (top-k included),
+    # and no key twice in one name.
+    reasons = []
+    def flagged(v, key):
+        if is_stat(v):
+            reasons.extend(f"{key}: {w}" for w in v["unreliable"])
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                flagged(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                flagged(x, key)
+    for part in ("matmul", "models", "verify_cost", "speculative"):
+        flagged(j.get(part), part)
+    summary = j.get("unreliable", [])
+    check(len(summary) == len(reasons), f"unreliable summary has one line per flag ({len(summary)} vs {len(reasons)})")
+    check(len(set(summary)) == len(summary), "unreliable summary lines are distinct")
+    for line in summary:
+        keys = re.findall(r" (\w+)=", line.split(":")[0])
+        check(len(keys) == len(set(keys)), f"no key named twice in '{line}'")
+        if line.startswith("speculative"):
+            check(" topk=" in line, f"a speculative flag names its top-k: '{line}'")
     mm = j["matmul"]["results"]
     types = {r["dtype"] for r in mm}
     check({"f16", "q8_0", "q4_0", "q4_k", "q6_k"} <= types, f"matmul types {sorted(types)}")

@@ -374,10 +374,14 @@ void collect_unreliable(const nlohmann::json& j, const std::string& where, nlohm
       for (const auto& why : j["unreliable"]) out.push_back(where + ": " + why.get<std::string>());
       return;
     }
+    // Every key that tells one entry from its siblings (top-k too: one strategy and budget run at
+    // several), each once: an entry repeating its parent's rows is not named twice.
     std::string here = where;
-    for (const char* id : {"model", "test", "strategy", "dtype", "batch", "budget", "rows"})
-      if (j.contains(id) && !j[id].is_object() && !j[id].is_array())
-        here += std::string(" ") + id + "=" + (j[id].is_string() ? j[id].get<std::string>() : j[id].dump());
+    for (const char* id : {"model", "test", "strategy", "dtype", "rows", "cols", "batch", "budget", "topk"})
+      if (j.contains(id) && !j[id].is_object() && !j[id].is_array()) {
+        const std::string part = std::string(" ") + id + "=" + (j[id].is_string() ? j[id].get<std::string>() : j[id].dump());
+        if ((here + " ").find(part + " ") == std::string::npos) here += part;
+      }
     for (auto it = j.begin(); it != j.end(); ++it) collect_unreliable(it.value(), here + (it.value().is_object() ? " " + it.key() : ""), out);
   } else if (j.is_array()) {
     for (const auto& e : j) collect_unreliable(e, where, out);
