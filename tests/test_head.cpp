@@ -247,6 +247,12 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE head weights in bf16 or f32 beyond f16's range 
     });
     const HeadRun run = rig.check(ctx, hd.path);
     for (float v : run.l) REQUIRE(std::isfinite(v));
+    // The estimate made before upload (the fit check's) holds what the upload made: fc and
+    // q|k|v went to f32, twice the file's bytes for bf16 (the rest, f16 values, to f16).
+    EagleHead head(ctx, hd.path, rig.model, 64, 16);
+    const uint64_t estimate = estimate_head_bytes(hd.path, 64, 16, KvType::F32).weights;
+    CAPTURE(estimate);
+    CHECK(head.weight_bytes() <= estimate);
   }
   // Values that are all f16s (a bf16 copy of an f16 head's small weights) still give the reference.
   TempDir hd("head_narrow");

@@ -385,6 +385,25 @@ StateBytes head_state_bytes(const HeadConfig& c, uint32_t capacity, uint32_t max
 }
 
 namespace {
+// A head's weights file in either format (safetensors, or a torch.save .bin / .pt / .pth) as one
+// tensor list; it owns the bytes the tensors point to.
+class HeadFile {
+ public:
+  explicit HeadFile(const std::string& weights) {
+    const std::string ext = std::filesystem::path(weights).extension().string();
+    tensors_ = ext == ".bin" || ext == ".pt" || ext == ".pth" ? &torch_.emplace(TorchFile::open(weights)).tensors()
+                                                             : &st_.emplace(SafetensorsFile::open(weights)).tensors();
+  }
+  HeadFile(const HeadFile&) = delete;
+  HeadFile& operator=(const HeadFile&) = delete;
+  const std::map<std::string, SafeTensor>& tensors() const { return *tensors_; }
+
+ private:
+  std::optional<SafetensorsFile> st_;
+  std::optional<TorchFile> torch_;
+  const std::map<std::string, SafeTensor>* tensors_ = nullptr;
+};
+
 // The head's config.json, read and parsed; a missing one is named with the head the caller gave
 // (a verifier GGUF given as a head was refused as "<its folder>/config.json: cannot open").
 HeadConfig head_config_of(const std::string& head, const HeadPaths& files) {
@@ -400,10 +419,14 @@ HeadConfig head_config_of(const std::string& head, const HeadPaths& files) {
 HeadBytes estimate_head_bytes(const std::string& path, uint32_t capacity, uint32_t max_rows, KvType kv_type) {
   const HeadPaths files = head_paths(path);
   std::error_code ec;
-  const uintmax_t n = std::filesystem::file_size(files.weights, ec);
+  (void)std::filesystem::file_size(files.weights, ec);
   if (ec) throw Error("draft head " + path + ": cannot read " + files.weights + ": " + ec.message());
   const HeadConfig c = head_config_of(path, files);
-  uint64_t weights = uint64_t(n);
+  // The tensors' bytes, a bf16 tensor's counted twice: upload_rows keeps it in f32 where a value
+  // is not an f16. (Reading the file's tensor list maps it; no weight is converted here.)
+  uint64_t weights = 0;
+  const HeadFile file(files.weights);
+  for (const auto& [name, t] : file.tensors()) weights += t.dtype == "BF16" ? 2 * t.bytes : t.bytes;
   // EAGLE-3: the lm_head is expanded on the device from draft_V to V rows (counted at 4 bytes an
   // element: exact for an f32 head, an upper bound for a 16-bit one), plus a V-wide f32 bias.
   if (c.eagle3) weights += uint64_t(c.V - c.draft_V) * uint64_t(c.C) * 4 + uint64_t(c.V) * 4;
@@ -420,13 +443,8 @@ EagleHeadWeights::EagleHeadWeights(Context& ctx, const std::string& path, const 
   cfg_ = head_config_of(path, files);
   check_head_fits(cfg_, verifier, path);
 
-  // Either format yields the same SafeTensors; the file object owns the bytes they point to.
-  const std::string ext = weights.extension().string();
-  const bool torch = ext == ".bin" || ext == ".pt" || ext == ".pth";
-  std::optional<SafetensorsFile> st_file;
-  std::optional<TorchFile> torch_file;
-  const std::map<std::string, SafeTensor>& tensors =
-      torch ? torch_file.emplace(TorchFile::open(path_)).tensors() : st_file.emplace(SafetensorsFile::open(path_)).tensors();
+  const HeadFile file(path_);
+  const std::map<std::string, SafeTensor>& tensors = file.tensors();
   std::set<std::string> read;
   const HeadTensors f{tensors, path_, check_finite, &read};
   const uint64_t C = cfg_.C, F = cfg_.F, HD = uint64_t(cfg_.H) * cfg_.D, KV = uint64_t(cfg_.Hkv) * cfg_.D;
