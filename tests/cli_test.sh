@@ -202,6 +202,25 @@ assert len(a)==24*1024
 for t in range(24):
     r=b[t*1024:(t+1)*1024]; g=a[t*1024:(t+1)*1024]; e=max(abs(x-y) for x,y in zip(g,r))/(max(r)-min(r)); assert e<2e-3, (t, e)
 ' \"$tmpd/q.f32\" \"$interop/qwen2-f16.logits.f32\""
+  # The model's end-of-generation id stops generate (llama.cpp's tools stop there): a copy whose
+  # eos_token_id (a u32 value after its key) is the 4th token the model emits ends after it.
+  "$vkspec" generate -m "$interop/llama-mha-Q8_0.gguf" --tokens "$p0" -n 12 --ignore-eos --json > "$tmpd/all.json" 2>/dev/null
+  fourth=$(/usr/bin/python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tokens"]; print(t[3] if t[3] not in t[:3] else -1)' "$tmpd/all.json")
+  /usr/bin/python3 - "$interop/llama-mha-Q8_0.gguf" "$tmpd/eos.gguf" "$fourth" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+key = b"tokenizer.ggml.eos_token_id"
+at = b.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+assert struct.unpack_from("<I", b, at)[0] == 4  # GGUF type u32
+struct.pack_into("<I", b, at + 4, max(int(sys.argv[3]), 0))
+open(sys.argv[2], "wb").write(b)
+PY
+  out=$("$vkspec" generate -m "$tmpd/eos.gguf" --tokens "$p0" -n 12 --json 2>/dev/null)
+  check "generate ends at the model's eos_token_id, as llama.cpp's tools do (it ran to -n)" \
+    "[ $fourth -ge 0 ] && printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))[\"tokens\"]; b=json.load(sys.stdin); assert b[\"tokens\"]==a[:4] and b[\"stopped\"] and $fourth in b[\"stop_ids\"], b' \"$tmpd/all.json\""
+  out=$("$vkspec" generate -m "$tmpd/eos.gguf" --tokens "$p0" -n 12 --ignore-eos --json 2>/dev/null)
+  check "generate --ignore-eos runs past the end-of-generation id to -n" \
+    "printf '%s' \"\$out\" | /usr/bin/python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))[\"tokens\"]; b=json.load(sys.stdin); assert b[\"tokens\"]==a and not b[\"stopped\"] and b[\"stop_ids\"]==[], b' \"$tmpd/all.json\""
 elif [ "${CI:-}" = "true" ]; then
   echo "FAIL: CI=true but $interop is missing"; fail=1
 else

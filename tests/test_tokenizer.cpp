@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -311,6 +312,28 @@ TEST_CASE("tokenizer reject: malformed metadata") {
     GgufWriter w = base();
     w.add_u32("tokenizer.ggml.eos_token_id", 256);
     reject(w, "'tokenizer.ggml.eos_token_id': token id 256 is out of range (vocab has 256 tokens)");
+  }
+  {
+    GgufWriter w = base();
+    w.add_u32("tokenizer.ggml.eot_token_id", 300);
+    reject(w, "'tokenizer.ggml.eot_token_id': token id 300 is out of range (vocab has 256 tokens)");
+  }
+  {  // The end-of-generation set: eos, eot, eom where given, each once.
+    auto eog = [&](const std::function<void(GgufWriter&)>& keys) {
+      GgufWriter w = base();
+      keys(w);
+      TempFile tf("tok_eog.gguf");
+      w.write(tf.path);
+      return Tokenizer::from_gguf(GgufFile::open(tf.path)).end_of_generation();
+    };
+    CHECK(eog([](GgufWriter&) {}).empty());
+    CHECK(eog([](GgufWriter& w) { w.add_u32("tokenizer.ggml.eos_token_id", 7); }) == std::vector<uint32_t>{7});
+    CHECK(eog([](GgufWriter& w) {
+            w.add_u32("tokenizer.ggml.eos_token_id", 7);
+            w.add_u32("tokenizer.ggml.eot_token_id", 9);
+            w.add_u32("tokenizer.ggml.eom_token_id", 7);
+          }) == std::vector<uint32_t>{7, 9});
+    CHECK(eog([](GgufWriter& w) { w.add_u32("tokenizer.ggml.eom_token_id", 200); }) == std::vector<uint32_t>{200});
   }
   {
     GgufWriter w = base();

@@ -58,6 +58,9 @@ class Tokenizer {
   TokenType token_type(uint32_t id) const;
   int64_t bos() const;  // -1 when the vocab has none
   int64_t eos() const;
+  // The ids that end a generation, as llama.cpp's end-of-generation set from the file's keys:
+  // eos_token_id, eot_token_id and eom_token_id where present (no duplicates).
+  std::vector<uint32_t> end_of_generation() const;
   int64_t unk() const;
   bool add_bos() const;
   bool add_eos() const;

@@ -225,6 +225,11 @@ VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* model);
  * saw, and its output there is unreliable. 0 for a NULL model. */
 VKSPEC_API uint32_t vkspec_model_context_tokens(const vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* model);
+/* The ids that end a generation where llama.cpp's tools stop (the GGUF's eos, eot and eom token
+ * ids, each once): pass them in vkspec_generation_params.stop_ids to stop there. Writes at most
+ * `cap` ids; *count is how many there are (0 for a model without a tokenizer). */
+VKSPEC_API vkspec_status vkspec_model_end_of_generation(const vkspec_model* model, uint32_t* ids, uint32_t cap,
+                                                        uint32_t* count);
 /* Prompt text to ids with the model's tokenizer (BOS as the model asks). Writes at most `cap` ids
  * and returns VKSPEC_ERROR_INVALID_ARGUMENT if more were needed; *count is the full count. */
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* model, const char* text, uint32_t* ids, uint32_t cap,
@@ -253,7 +258,9 @@ typedef struct vkspec_generation_params {
   float top_p, min_p, repeat_penalty;
   uint32_t repeat_window;
   uint64_t seed;
-  const uint32_t* stop_ids;      /* generation ends after emitting one of these (at most 16) */
+  const uint32_t* stop_ids;      /* generation ends after emitting one of these (at most 16); the
+                                  * model's end-of-generation ids are not implied: see
+                                  * vkspec_model_end_of_generation */
   uint32_t stop_count;
   /* vkspec_step_submit(ctx, 0) chains as many steps as fit this many microseconds of GPU time,
    * from the step time measured so far on this context (first submission: one step). */

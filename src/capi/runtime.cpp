@@ -445,6 +445,17 @@ VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* m) {
   return m && m->m->verifier ? uint32_t(std::max(m->m->verifier->config().ctx, 0)) : 0;
 }
 
+VKSPEC_API vkspec_status vkspec_model_end_of_generation(const vkspec_model* m, uint32_t* ids, uint32_t cap,
+                                                        uint32_t* count) {
+  if (!m || !count || (cap && !ids))
+    return set_thread_error("vkspec_model_end_of_generation: model and count (and ids when cap > 0) are required"),
+           VKSPEC_ERROR_INVALID_ARGUMENT;
+  const std::vector<uint32_t> eog = m->m->tokenizer ? m->m->tokenizer->end_of_generation() : std::vector<uint32_t>{};
+  *count = uint32_t(eog.size());
+  for (uint32_t i = 0; i < cap && i < eog.size(); ++i) ids[i] = eog[i];
+  return VKSPEC_OK;
+}
+
 VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint32_t* ids, uint32_t cap, uint32_t* count) {
   if (!m) return set_thread_error("vkspec_tokenize: no model"), VKSPEC_ERROR_INVALID_ARGUMENT;
   std::lock_guard<std::recursive_mutex> lock(m->m->rt->mu);  // it writes m->err

@@ -26,6 +26,7 @@ nlohmann::json stats_json(const GenerateStats& st, const Session& s) {
                       {"host_cpu_us_per_step", st.host_cpu_us_per_step},
                       {"steps_per_submit", s.engine.steps_per_submit},
                       {"stopped", st.stopped},
+                      {"stop_ids", s.engine.stop_tokens},
                       {"dispatches_per_step", st.dispatches_per_step},
                       {"paired_dispatches_per_step", st.paired_per_step},
                       {"paired_single_fetch_bindings_per_step", st.single_fetch_per_step},
@@ -105,7 +106,13 @@ static int run_generate(const std::vector<std::string>& argv) {
     const bool drafts = auto_strategy || s.engine.strategy != Strategy::AR;
     return ids.size() + uint64_t(n) + (drafts ? max_step_slack(B, s.engine.depth, s.engine.topk) : 0);
   });
+  // The model's end-of-generation ids stop it, as in llama.cpp's tools, unless --ignore-eos.
+  const bool ignore_eos = args.flag("ignore-eos");
   args.reject_unknown();
+  if (s.tokenizer && !ignore_eos)
+    for (uint32_t id : s.tokenizer->end_of_generation())
+      if (std::find(s.engine.stop_tokens.begin(), s.engine.stop_tokens.end(), id) == s.engine.stop_tokens.end())
+        s.engine.stop_tokens.push_back(id);
   // The default budget fits the tree the given top-k and depth draw (--topk 1 --depth 4 draws 4
   // candidates): "--budget 8 must be in 1..4" blamed an option the user never typed.
   if (!budget_given && !auto_budget)
@@ -209,10 +216,10 @@ static int run_generate(const std::vector<std::string>& argv) {
 }
 
 static RegisterCommand reg{"generate",
-                           "generate text: -m MODEL.gguf (-p TEXT | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--topk K|auto] [--depth D] [--heads H1,H2]"
+                           "generate text: -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) -n N [--strategy S|auto] [--budget B|auto] [--topk K|auto] [--depth D] [--heads H1,H2]"
                            " [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
-                           " [--steps-per-submit S] [--pair-heads on|off|unpacked] [--stop IDS] [--ctx N] [--kv-type f16|f32]"
+                           " [--steps-per-submit S] [--pair-heads on|off|unpacked] [--stop IDS] [--ignore-eos] [--ctx N] [--kv-type f16|f32]"
                            " [--batch-tiles even|pow2]",
                            run_generate};
 

@@ -34,6 +34,12 @@ TokenType Tokenizer::token_type(uint32_t id) const {
 }
 int64_t Tokenizer::bos() const { return impl_->bos; }
 int64_t Tokenizer::eos() const { return impl_->eos; }
+std::vector<uint32_t> Tokenizer::end_of_generation() const {
+  std::vector<uint32_t> ids;
+  for (int64_t id : {impl_->eos, impl_->eot, impl_->eom})
+    if (id >= 0 && std::find(ids.begin(), ids.end(), uint32_t(id)) == ids.end()) ids.push_back(uint32_t(id));
+  return ids;
+}
 int64_t Tokenizer::unk() const { return impl_->unk; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::add_eos() const { return impl_->add_eos; }
@@ -121,6 +127,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   m->bos = token_id_key(f, "tokenizer.ggml.bos_token_id", n);
   m->eos = token_id_key(f, "tokenizer.ggml.eos_token_id", n);
   m->unk = token_id_key(f, "tokenizer.ggml.unknown_token_id", n);
+  m->eot = token_id_key(f, "tokenizer.ggml.eot_token_id", n);
+  m->eom = token_id_key(f, "tokenizer.ggml.eom_token_id", n);
   (void)token_id_key(f, "tokenizer.ggml.padding_token_id", n);
   // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level BPE neither
   // (but the Llama 3 family adds BOS, below). The file's keys decide where present.

@@ -339,6 +339,12 @@ int main(int argc, char** argv) {
   const uint32_t trained = vkspec_model_trained_context(model);
   CHECK(trained > 0 && vkspec_model_context_tokens(model) == (trained < 2048 ? trained : 2048));
   CHECK(vkspec_model_context_tokens(NULL) == 0 && vkspec_model_trained_context(NULL) == 0);
+  {  /* The demo's byte vocabulary declares no end-of-generation id. */
+    uint32_t eog[4], n_eog = 99;
+    REQUIRE_OK(vkspec_model_end_of_generation(model, eog, 4, &n_eog), model);
+    CHECK(n_eog == 0);
+    CHECK(vkspec_model_end_of_generation(NULL, eog, 4, &n_eog) == VKSPEC_ERROR_INVALID_ARGUMENT);
+  }
   {  /* Past the trained context: accepted, and the model says both numbers. */
     vkspec_model_desc wide = md;
     wide.progress = NULL, wide.head1 = NULL, wide.head2 = NULL;
@@ -553,6 +559,13 @@ int main(int argc, char** argv) {
       vkspec_model* sm = NULL;
       vkspec_context* sc = NULL;
       REQUIRE_OK(vkspec_model_load(rt, &sd, &sm), rt);
+      {  /* The vocabulary's eos_token_id 2 is its end of generation; cap 0 still counts. */
+        uint32_t eog[4] = {0}, n_eog = 0;
+        REQUIRE_OK(vkspec_model_end_of_generation(sm, eog, 4, &n_eog), sm);
+        CHECK(n_eog == 1 && eog[0] == 2);
+        REQUIRE_OK(vkspec_model_end_of_generation(sm, NULL, 0, &n_eog), sm);
+        CHECK(n_eog == 1);
+      }
       REQUIRE_OK(vkspec_context_create(sm, NULL, &sc), sm);
       vkspec_generation_params sp;
       vkspec_generation_params_init(&sp);
