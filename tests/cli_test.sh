@@ -90,6 +90,9 @@ expect_error() {  # expect_error NAME PATTERN ARGS...: exit 1 (not a signal) and
   check "$name" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q -- \"$pat\""
 }
 H="$root/models/head1,$root/models/head2"
+err=$("$vkspec" generate -m "$m" -p "The kernel" -n 12 --strategy merge --heads "$H" --time-kernels 2>&1 >/dev/null)
+check "generate --time-kernels without --json prints the GPU time split (it printed nothing)" \
+  "printf '%s' \"\$err\" | grep -q 'GPU ms/step: draft [0-9.]*, verify [0-9.]*, commit [0-9.]*; kernels: matmul'"
 expect_error "--heads , is refused, not dereferenced" "option --heads has an empty item in ','" generate -m "$m" --heads , --strategy merge --tokens 1 -n 2
 expect_error "a 23-digit --device index is past the end, not a stoul error" "device index 12345678901234567890123 does not exist" devices --device 12345678901234567890123
 expect_error "a huge --ctx names --ctx and the limit before any allocation" "use a smaller --ctx" generate -m "$m" --tokens 1 -n 2 --ctx 4000000000
@@ -115,7 +118,10 @@ check "bench-kernels --cost-kv sets the committed positions of the cost forwards
   "printf '%s' \"\$outkv\" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)[\"verify_cost\"]; assert d[\"kv_length\"]==200 and [r[\"rows\"] for r in d[\"results\"]]==[1,2] and d[\"results\"][1][\"cost_ratio\"] > 0, d'"
 expect_error "bench-kernels refuses a --cost-kv past its range" "cost-kv expects an integer in 0..65536, got '70000'" bench-kernels --cost-kv 70000
 expect_error "bench-kernels --time-kernels needs the cost measurement" "drop --no-cost" bench-kernels --no-cost --time-kernels
-expect_error "bench-kernels with no measurable pair says why" "no --types / --shapes pair can be measured: q4_k rows must be a multiple of 256" bench-kernels --types q4_k --shapes 256x300 --no-cost
+expect_error "bench-kernels with no measurable pair says why" "no --types / --shapes pair can be measured: q4_k needs K (the columns, 300) a multiple of 256" bench-kernels --types q4_k --shapes 256x300 --no-cost
+expect_error "bench-kernels: a shape listed twice is refused (it was measured twice)" "option --shapes lists 64x64 more than once" bench-kernels --shapes 64x64,064x64 --types f16 --no-cost
+expect_error "bench-kernels: a batch listed twice is refused" "option --batches lists 2 more than once" bench-kernels --shapes 64x64 --batches 2,02 --types f16 --no-cost
+expect_error "bench-kernels: a cost row count listed twice is refused" "option --cost-rows lists 4 more than once" bench-kernels --shapes 64x64 --cost-rows 1,4,04 --types f16
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
 expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295

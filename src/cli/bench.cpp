@@ -268,8 +268,11 @@ static int run_bench(const std::vector<std::string>& argv) {
 }
 
 static RegisterCommand reg{"bench",
-                           "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] -n N "
-                           "[--budget 4,8,...] [--topk 2,4,...|auto] [--rounds R] [--json] [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --seed S]; "
+                           "all strategies over prompts: -m M --heads H1,H2 [--prompts F | --tokens-file F] [--max-prompts P] -n N "
+                           "[--strategies ar,single1,...] [--budget 4,8,...] [--topk 2,4,...|auto] [--depth D] [--rounds R] [--json] "
+                           "[--time-kernels] [--stop IDS] [--steps-per-submit S] [--pair-heads on|off|unpacked] "
+                           "[--ctx N] [--kv-type f16|f32] [--batch-tiles even|pow2] [--device D] "
+                           "[--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]; "
                            "or the fixed suite: --suite quick|standard [-m M] [--json [F]] [--md [F]]; --from-json F --md [G]",
                            run_bench};
 

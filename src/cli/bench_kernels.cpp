@@ -18,10 +18,14 @@
 
 namespace vkspec::cli {
 
+// A list option's numbers; one given twice (2,02) is refused, as every list option is.
 static std::vector<uint32_t> parse_list(const std::string& opt, const std::string& v) {
   std::vector<uint32_t> out;
   for (const std::string& s : option_list(opt, v)) {
-    out.push_back(uint32_t(parse_uint(opt, s, 4096, 1)));
+    const uint32_t x = uint32_t(parse_uint(opt, s, 4096, 1));
+    if (std::find(out.begin(), out.end(), x) != out.end())
+      throw Error("option --" + opt + " lists " + std::to_string(x) + " more than once");
+    out.push_back(x);
   }
   return out;
 }
@@ -68,7 +72,10 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
         throw Error("bad --shapes entry '" + shp + "' (want NxK, each 1..65536)");
       }
     };
-    shapes.push_back({side(n), side(k)});
+    const std::pair<uint32_t, uint32_t> nk{side(n), side(k)};
+    if (std::find(shapes.begin(), shapes.end(), nk) != shapes.end())  // 64x64,064x64
+      throw Error("option --shapes lists " + std::to_string(nk.first) + "x" + std::to_string(nk.second) + " more than once");
+    shapes.push_back(nk);
   }
   std::vector<WeightType> types;
   for (const std::string& ts : option_list("types", types_opt)) {
@@ -88,7 +95,8 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
       // A block type holds K only in whole blocks (a model file would store such a matrix in
       // another type): that pair is skipped and named, the others still run.
       if (K % weight_type_block(t)) {
-        const std::string why = std::string(weight_type_name(t)) + " rows must be a multiple of " + std::to_string(weight_type_block(t));
+        const std::string why = std::string(weight_type_name(t)) + " needs K (the columns, " + std::to_string(K) +
+                                ") a multiple of " + std::to_string(weight_type_block(t));
         if (!json) std::fprintf(stderr, "matmul %-6s %5ux%-5u skipped: %s\n", weight_type_name(t), N, K, why.c_str());
         skipped.push_back({{"op", "matmul"}, {"dtype", weight_type_name(t)}, {"rows", N}, {"cols", K}, {"why", why}});
         continue;
@@ -165,8 +173,8 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
 
 static RegisterCommand reg{"bench-kernels",
                            "matmul GB/s and GFLOP/s per weight type and batch, and the verify cost c(N) "
-                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --cost-model M --cost-kv L|--no-cost] "
-                           "[--time-kernels] [--json]",
+                           "[--types f16,q4_k --batches 1,2,...,64 --shapes NxK --reps R --rotate-mib M] "
+                           "[--cost-model M --cost-rows 1,2,... --cost-kv L|--no-cost] [--time-kernels] [--device D] [--json]",
                            run_bench_kernels};
 
 }  // namespace vkspec::cli

@@ -211,6 +211,16 @@ static int run_generate(const std::vector<std::string>& argv) {
                    "[%s on %s] %zu tokens, %u steps, tau %.2f, %.1f tokens/s, %.2f host waits/token, %.0f us host CPU/step\n",
                    strategy_name(s.engine.strategy), s.ctx->caps().name.c_str(), st.tokens.size(), st.steps, st.tau,
                    st.tokens_per_s, st.host_waits_per_token, st.host_cpu_us_per_step);
+    if (s.engine.time_kernels && st.steps > 0) {
+      // --time-kernels in text: the phases, then the kernels by GPU time (all of it under --json).
+      std::fprintf(stderr, "GPU ms/step: draft %.3f, verify %.3f, commit %.3f; kernels:", st.draft_ms, st.verify_ms,
+                   st.commit_ms);
+      std::vector<std::pair<double, std::string>> by_time;
+      for (const auto& [label, ms] : st.kernel_ms) by_time.push_back({ms, label});
+      std::sort(by_time.rbegin(), by_time.rend());
+      for (const auto& [ms, label] : by_time) std::fprintf(stderr, " %s %.3f", label.c_str(), ms);
+      std::fprintf(stderr, "\n");
+    }
   }
   return 0;
 }
@@ -220,7 +230,7 @@ static RegisterCommand reg{"generate",
                            " [--json]"
                            " [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]"
                            " [--steps-per-submit S] [--pair-heads on|off|unpacked] [--stop IDS] [--ignore-eos] [--ctx N] [--kv-type f16|f32]"
-                           " [--batch-tiles even|pow2]",
+                           " [--batch-tiles even|pow2] [--time-kernels] [--device D]",
                            run_generate};
 
 }  // namespace vkspec::cli
