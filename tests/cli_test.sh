@@ -90,6 +90,9 @@ expect_error() {  # expect_error NAME PATTERN ARGS...: exit 1 (not a signal) and
   check "$name" "[ $rc -eq 1 ] && printf '%s' \"\$err\" | grep -q -- \"$pat\""
 }
 H="$root/models/head1,$root/models/head2"
+expect_error "a sampling option with no --temp is refused by name (greedy dropped it unseen)" \
+  "--top-p, --seed set(s) how tokens are sampled, but no --temp was given" generate -m "$m" --tokens 1 -n 2 --top-p 0.9 --seed 3
+check "an explicit --temp 0 keeps the sampling options (greedy)" "\"$vkspec\" generate -m \"$m\" --tokens 1 -n 2 --temp 0 --top-p 0.9 --seed 3 >/dev/null 2>&1"
 err=$("$vkspec" generate -m "$m" -p "The kernel" -n 12 --strategy merge --heads "$H" --time-kernels 2>&1 >/dev/null)
 check "generate --time-kernels without --json prints the GPU time split (it printed nothing)" \
   "printf '%s' \"\$err\" | grep -q 'GPU ms/step: draft [0-9.]*, verify [0-9.]*, commit [0-9.]*; kernels: matmul'"

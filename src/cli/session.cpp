@@ -155,6 +155,18 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets, const std::
   so.repeat_penalty = args.get_float("repeat-penalty", 1);
   so.repeat_window = uint32_t(args.get_uint("repeat-window", 64));
   so.seed = args.get_uint("seed", 0, UINT64_MAX);
+  // With no --temp the run is greedy, which draws nothing: a sampling option given then would be
+  // dropped unseen (a forgotten --temp), so it is refused by name. An explicit --temp 0 keeps them
+  // (a script comparing greedy and sampled runs passes the same options to each). The repeat
+  // penalty shapes greedy decoding too.
+  if (!args.has("temp")) {
+    std::string unused;
+    for (const char* o : {"top-k", "top-p", "min-p", "seed"})
+      if (args.has(o)) unused += (unused.empty() ? "--" : ", --") + std::string(o);
+    if (!unused.empty())
+      throw Error(unused + " set(s) how tokens are sampled, but no --temp was given, so decoding is greedy and samples "
+                  "nothing: give --temp T (> 0 samples; 0 is greedy), or drop " + unused);
+  }
   open(args);
   if (need) ctx_need = need();
   // Top-k and depth next: the heads' rows per pass are sized from them (the largest top-k).
