@@ -107,8 +107,9 @@ case "${1:-}" in
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON \
       -DVKSPEC_SHADERS_FROM="$PWD/build" >&2
     # Only what the four entries below run: the suite binary, the CLI, the C API's hostile
-    # caller (with the shared library it links) and the model maker the CLI checks call.
-    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli vkspec_capi_hostile_test make_random_gguf >&2
+    # caller (with the shared library it links) and the two file tools the CLI checks call.
+    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli vkspec_capi_hostile_test make_random_gguf \
+      llama2c_to_gguf >&2
     cd build-asan
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
     export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
