@@ -252,7 +252,9 @@ void GgufWriter::write(const std::string& path) const {
   const fs::file_status st = fs::status(path, ec);
   const bool replace = !fs::exists(st) || fs::is_regular_file(st);
   // Through a symbolic link: the file it names is replaced, not the link.
-  const std::string target = fs::exists(st) ? fs::canonical(path, ec).string() : path;
+  std::string target = path;
+  if (fs::exists(st))
+    if (const fs::path c = fs::canonical(path, ec); !ec) target = c.string();  // else the path as given
   const std::string tmp = replace ? target + ".tmp" + std::to_string(::getpid()) : path;
   auto put = [&]() {
     std::unique_ptr<FILE, int (*)(FILE*)> fp(std::fopen(tmp.c_str(), "wb"), &std::fclose);
