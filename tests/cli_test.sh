@@ -332,6 +332,9 @@ check "logits --out - writes the same bytes to standard output (no file named '-
 if [ -w /dev/full ]; then
   expect_error "logits --out /dev/full says why it failed" "cannot write --out /dev/full: No space left on device" logits -m "$m" --tokens "1 72" --out /dev/full
 fi
+err=$("$vkspec" logits -m "$m" --tokens "1 72" --out - 2>&1 >&-); rc=$?
+check "logits --out - to a closed standard output fails with one error, naming --out" \
+  "[ $rc -eq 1 ] && [ \$(printf '%s\n' \"\$err\" | grep -c error:) -eq 1 ] && printf '%s' \"\$err\" | grep -q 'cannot write --out -'"
 rm -rf "$tf"
 
 # Found by probing (session 21).
@@ -403,6 +406,10 @@ sm=$(mktemp -d)
 "$(dirname "$vkspec")/make_random_gguf" "$sm/ctx100.gguf" --dim 64 --layers 1 --heads 2 --kv-heads 2 --ffn 128 --vocab 300 --ctx 100 2>/dev/null
 expect_error "bench --suite -m with a context too short for c(N) is refused before minutes of measurement" \
   "its context of 100 tokens is below the 192 the suite's c(N) needs" bench --suite quick --reps 1 -m "$sm/ctx100.gguf" --json "$sm/x.json"
+# c(N) of a model whose trained context the cost forwards pass: measured as asked, and said.
+err=$("$vkspec" bench-kernels --types f16 --shapes 64x64 --batches 1 --reps 2 --rotate-mib 1 --cost-model "$sm/ctx100.gguf" --cost-rows 1,2 --json 2>&1 >/dev/null); rc=$?
+check "bench-kernels --cost-model past the model's trained context runs and warns" \
+  "[ $rc -eq 0 ] && printf '%s' \"\$err\" | grep -q 'warning: --cost-kv 128 + 2 rows reach past the model.s trained context of 100 tokens'"
 # A 128k-token model (as Llama 3.1 files declare) with no --ctx: the cache is the default 4096, or
 # what the run needs. It was the trained 131072 tokens, more than lavapipe can attend over, so
 # scoring three tokens failed asking for an option the user never typed.

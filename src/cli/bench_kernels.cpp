@@ -138,6 +138,12 @@ static int run_bench_kernels(const std::vector<std::string>& argv) {
     mo.max_rows = *std::max_element(cost_rows.begin(), cost_rows.end());
     mo.context = std::max<uint32_t>(2048, cost_kv + mo.max_rows);
     LlamaModel m(ctx, f, mo);
+    // Timings do not depend on what the positions mean, but the measured forwards sit past what
+    // the model was trained for: said, as generate says it for --ctx.
+    const uint64_t reach = uint64_t(cost_kv) + mo.max_rows;
+    if (m.config().ctx > 0 && reach > uint64_t(m.config().ctx))
+      std::fprintf(stderr, "warning: --cost-kv %u + %u rows reach past the model's trained context of %d tokens; "
+                   "timed as given, outputs there are unreliable\n", cost_kv, mo.max_rows, m.config().ctx);
     const nlohmann::json c = verify_cost(ctx, m, cost_rows, std::max(plan.reps, 2), 2, {}, cost_kv);
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : c) {

@@ -34,18 +34,21 @@ int main(int argc, char** argv) {
       return 0;
     }
     int rc = 1;
+    bool reported = false;  // the command's own error already said what failed
     try {
       rc = c.run(rest);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "vkspec %s: error: %s\n", name.c_str(), e.what());
+      reported = true;
     }
     // Results go to standard output: a write that failed there (a full disk, /dev/full) is an
     // error, not a success with the results lost.
     errno = 0;
     const bool flush_failed = std::fflush(stdout) != 0;
     if (flush_failed || std::ferror(stdout)) {
-      std::fprintf(stderr, "vkspec %s: error: cannot write standard output: %s\n", name.c_str(),
-                   errno ? std::strerror(errno) : "a write failed");
+      if (!reported)  // e.g. `logits --out -` names the failed write itself: one message, not two
+        std::fprintf(stderr, "vkspec %s: error: cannot write standard output: %s\n", name.c_str(),
+                     errno ? std::strerror(errno) : "a write failed");
       return 1;
     }
     return rc;
