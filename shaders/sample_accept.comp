@@ -32,6 +32,7 @@ layout(set = 0, binding = 6, std430) readonly buffer Bad { uint nonfinite[]; }; 
 #include "dyn.glsl"
 layout(push_constant) uniform Push {
   uint n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot;
+  uint seed_slot;  // kDynFixed: seed_lo, seed_hi; else the step state's words seed_slot, seed_slot + 1
 } pc;
 
 const uint NMAX = kTreeMaxNodes;  // n <= NMAX (host asserts)
@@ -66,7 +67,8 @@ bool is_rejected(uint v) {
 void main() {
   const uint step = dyn(pc.step, pc.step_slot);
   const uint b = gl_WorkGroupID.x, lid = gl_LocalInvocationID.x;
-  const uvec2 seed = uvec2(pc.seed_lo, pc.seed_hi);
+  uvec2 seed = uvec2(pc.seed_lo, pc.seed_hi);
+  if (pc.seed_slot != kDynFixed) seed = uvec2(dyn_state[pc.seed_slot], dyn_state[pc.seed_slot + 1]);
   for (uint j = lid; j < pc.n; j += WG) level[j] = 0;
   barrier();
   if (lid == 0) {

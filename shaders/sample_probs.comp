@@ -34,7 +34,11 @@ layout(push_constant) uniform Push {
   uint t, W, top_k, greedy;
   float temp, top_p, min_p, penalty;
   uint t_slot;
+  // kDynFixed: the four values above; else the step state's words params_slot .. + 3
+  // (vkspec/step_state.h: kStateSampling), which the host sets with each prompt.
+  uint params_slot;
 } pc;
+float TEMP, TOP_P, MIN_P, PENALTY;  // main() sets them
 
 const uint WMAX = 1024, DMAX = kTreeMaxPath;
 shared uint win[WMAX];
@@ -113,6 +117,13 @@ void main() {
   IBITS = 0;
   while ((1u << IBITS) < pc.V) ++IBITS;
   IMASK = IBITS == 32 ? 0xffffffffu : (1u << IBITS) - 1u;
+  TEMP = pc.temp, TOP_P = pc.top_p, MIN_P = pc.min_p, PENALTY = pc.penalty;
+  if (pc.params_slot != kDynFixed) {  // (a branch, not a select: no load past the state buffer)
+    TEMP = uintBitsToFloat(dyn_state[pc.params_slot]);
+    TOP_P = uintBitsToFloat(dyn_state[pc.params_slot + 1]);
+    MIN_P = uintBitsToFloat(dyn_state[pc.params_slot + 2]);
+    PENALTY = uintBitsToFloat(dyn_state[pc.params_slot + 3]);
+  }
 
   // Penalty window: the last W tokens of y[0..t] ++ (ancestors of this node below the root, node).
   if (lid == 0) {
@@ -125,7 +136,7 @@ void main() {
     const uint rest = pc.W - from_path;
     const uint t = dyn(pc.t, pc.t_slot);
     for (uint k = 0; k < rest && k <= t; ++k) win[n++] = seq_tokens[t - k];
-    n_win = pc.penalty == 1.0 ? 0u : n;
+    n_win = PENALTY == 1.0 ? 0u : n;
   }
   bool bad = false;
   for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
@@ -153,7 +164,7 @@ void main() {
     }
     if (first) {
       const float l = x[xo + v];
-      p[yo + v] = l > 0.0 ? l / pc.penalty : l * pc.penalty;
+      p[yo + v] = l > 0.0 ? l / PENALTY : l * PENALTY;
     }
   }
   memoryBarrierBuffer();
@@ -176,7 +187,7 @@ void main() {
   const float shift = (floatBitsToUint(m0) & 0x7f800000u) == 0x7f800000u ? 0.0 : m0;  // bits: no fast-math
   for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
     const uint i = i0 + u * WG;
-    if (i < pc.V) p[yo + i] = (p[yo + i] - shift) / pc.temp;
+    if (i < pc.V) p[yo + i] = (p[yo + i] - shift) / TEMP;
   }
   // (each invocation reads back only the entries it wrote: no barrier needed)
   float m;
@@ -184,7 +195,7 @@ void main() {
 
   if (pc.top_k != 0 && pc.top_k < pc.V) KK = descend(yo, 0u, m, float(pc.top_k));
   uvec2 KP = uvec2(0u, 0u);
-  if (pc.top_p < 1.0) {
+  if (TOP_P < 1.0) {
     float z = 0.0;
     for (uint i0 = lid; i0 < pc.V; i0 += VU * WG) [[unroll]] for (uint u = 0; u < VU; ++u) {
       const uint i = i0 + u * WG;
@@ -193,7 +204,7 @@ void main() {
         if (key_ge(ord(y), i, KK)) z += weight(y, m);
       }
     }
-    KP = descend(yo, 1u, m, pc.top_p * wg_sum(z));
+    KP = descend(yo, 1u, m, TOP_P * wg_sum(z));
   }
   // min-p: exp(y - m) = p / p_max; the maximum survives top-k and top-p, so order does not matter.
   float z = 0.0;
@@ -202,7 +213,7 @@ void main() {
     if (i < pc.V) {
       const float y = p[yo + i];
       const float e = weight(y, m);
-      if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p) z += e;
+      if (key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= MIN_P) z += e;
     }
   }
   const float inv = 1.0 / wg_sum(z);
@@ -211,7 +222,7 @@ void main() {
     if (i < pc.V) {
       const float y = p[yo + i];
       const float e = weight(y, m);
-      p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= pc.min_p ? e * inv : 0.0;
+      p[yo + i] = key_ge(ord(y), i, KK) && key_ge(ord(y), i, KP) && e >= MIN_P ? e * inv : 0.0;
     }
   }
 }

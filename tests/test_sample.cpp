@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <random>
+#include <tuple>
 
 #include "eagle3_test_util.hpp"
 #include "spec_fixtures.hpp"
@@ -380,6 +382,62 @@ TEST_CASE_FIXTURE(VkTest, "sampling: G equals the CPU reference (temperature, to
   }
 }
 
+// A step recorded once takes the sampler's values from the step state (SamplerValues::FromState),
+// written with each prompt: the rows and draws must be those of the same values recorded into the
+// command, bit for bit, whatever values the recording itself carries.
+TEST_CASE_FIXTURE(VkTest, "sampling: the sampler's values from the step state give the recorded values' rows and draws") {
+  HostTree tr;
+  tr.push(3, -1, 0);
+  tr.push(5, 0, 1);
+  tr.push(2, 0, 1);
+  tr.push(5, 1, 1);
+  const uint32_t N = tr.size(), t = 17, V = 300, trials = 256;
+  auto d = upload(ctx, tr, 3);
+  std::mt19937 rng(11);
+  std::vector<uint32_t> hist(t + 1);
+  for (auto& x : hist) x = rng() % V;
+  Buffer seq_tokens(ctx, hist.size() * 4), logits(ctx, size_t(N) * V * 4), probs(ctx, size_t(N) * V * 4),
+      state(ctx, kStateWords * 4), info(ctx, uint64_t(trials) * 64), acc(ctx, uint64_t(trials) * 4 * 4);
+  seq_tokens.upload(hist);
+  std::vector<float> x(size_t(N) * V);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int c = 0; c < 8; ++c) {
+    for (auto& v : x) v = 6.0f * u(rng) - 3.0f;
+    logits.upload(x);
+    SamplingOptions o;  // random values; top-k and the window are recorded either way
+    o.temperature = 0.3f + 1.5f * u(rng), o.top_p = c % 2 ? 0.5f + 0.5f * u(rng) : 1.0f;
+    o.min_p = c % 3 ? 0.1f * u(rng) : 0.0f, o.repeat_penalty = c % 4 ? 0.8f + 0.6f * u(rng) : 1.0f;
+    o.top_k = c % 2 ? 0 : 1 + rng() % 40, o.repeat_window = 1 + rng() % 32;
+    o.seed = (uint64_t(rng()) << 32) | rng();
+    SamplingOptions other = o;  // what the state-reading recording carries: none of o's values
+    other.temperature = o.temperature + 2.0f, other.top_p = 0.25f, other.min_p = 0.5f, other.repeat_penalty = 3.0f;
+    other.seed = ~o.seed;
+    uint32_t words[kStateWords] = {t};
+    const auto w = sampler_state_words(o);
+    std::copy(w.begin(), w.end(), words + kStateSampling);
+    state.upload(std::vector<uint32_t>(words, words + kStateWords));
+    auto run = [&](bool from_state) {
+      Sequence seq(ctx);
+      seq.begin();
+      const Dyn tt = from_state ? Dyn(state, kStateT) : Dyn(t);
+      const SamplerValues from = from_state ? SamplerValues::FromState : SamplerValues::Recorded;
+      sample_probs(seq, Mat{&logits, 0, V}, Mat{&probs, 0, V}, N, V, from_state ? other : o, seq_tokens, tt, *d, {}, from);
+      AcceptSampleArgs a;
+      a.n = N, a.V = V, a.probs = Mat{&probs, 0, V}, a.seed = from_state ? other.seed : o.seed, a.step = tt;
+      a.seed_from = from, a.trials = trials, a.info = &info, a.accepted = &acc;
+      accept_sample(seq, *d, a);
+      seq.run();
+      return std::make_tuple(probs.read<uint32_t>(size_t(N) * V), info.read<uint32_t>(size_t(trials) * 16),
+                             acc.read<uint32_t>(size_t(trials) * 4));
+    };
+    const auto recorded = run(false), from_state = run(true);
+    CAPTURE(c);
+    CHECK(std::get<0>(recorded) == std::get<0>(from_state));  // the rows' bits
+    CHECK(std::get<1>(recorded) == std::get<1>(from_state));  // every trial's outcome
+    CHECK(std::get<2>(recorded) == std::get<2>(from_state));
+  }
+}
+
 TEST_CASE_FIXTURE(VkTest, "sampling: the walk takes nothing from a node whose logits were not finite, and flags its draw") {
   // Chain root 0 → 1 (token 3) → 2 (token 4); p makes every trial accept both: the root's row is
   // one-hot at 3, node 1's at 4. A node marked non-finite stops the walk there, and the next root
@@ -745,6 +803,46 @@ TEST_CASE_FIXTURE(VkTest, "sampling: a seed reproduces its tokens; temperature 0
       g.force_sampling_path = true;
       CHECK_MESSAGE(run(g) == greedy, std::string(strategy_name(s)) << ": temperature 0 through G + rejection sampling != greedy");
     }
+  }
+}
+
+// A new seed, temperature, top-p, min-p, penalty or stop ids need no new engine (the C API's start
+// with another seed reused nothing before): a retuned engine generates what an engine built with
+// those options generates, token for token, in every strategy.
+TEST_CASE_FIXTURE(VkTest, "sampling: a retuned engine generates what an engine built with its options generates") {
+  TinyRig rig(ctx, "samp_retune", 12, 16, 25.0f, 0.3f, 0.6f);
+  const std::vector<uint32_t> prompt = {2, 2, 9, 4, 11, 0};
+  for (Strategy s : {Strategy::AR, Strategy::Single1, Strategy::Route, Strategy::Merge, Strategy::MergeTrie}) {
+    CAPTURE(strategy_name(s));
+    EngineOptions a = spec_opts(s, 0.8f, 0.9f, 1234);
+    a.sampling.top_k = 8, a.sampling.repeat_window = 16;
+    EngineOptions b = a;
+    b.sampling.temperature = 1.1f, b.sampling.top_p = 0.7f, b.sampling.min_p = 0.03f;
+    b.sampling.repeat_penalty = 1.3f, b.sampling.seed = 99, b.stop_tokens = {7};
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), a);
+    const auto first = e.generate(prompt, 40).tokens;
+    REQUIRE(e.records_same_step(b));
+    e.retune(b);
+    const GenerateStats retuned = e.generate(prompt, 40);
+    Engine built(ctx, *rig.model, rig.head1.get(), rig.head2.get(), b);
+    const GenerateStats want = built.generate(prompt, 40);
+    CHECK(retuned.tokens == want.tokens);
+    CHECK(retuned.stopped == want.stopped);
+    CHECK(retuned.tokens != first);  // the new values took effect
+    // Back to the first options: the first tokens again.
+    e.retune(a);
+    CHECK(e.generate(prompt, 40).tokens == first);
+    // A refused value changes nothing; what changes the recorded step is not a retune.
+    EngineOptions bad = a;
+    bad.sampling.top_p = 1.5f;
+    CHECK_THROWS_WITH(e.retune(bad), doctest::Contains("--top-p 1.5 is out of range"));
+    CHECK(e.generate(prompt, 40).tokens == first);
+    EngineOptions greedy = a, topk = a;
+    greedy.sampling.temperature = 0;
+    topk.sampling.top_k = 9;
+    CHECK_FALSE(e.records_same_step(greedy));
+    CHECK_FALSE(e.records_same_step(topk));
+    CHECK_THROWS_WITH(e.retune(topk), doctest::Contains("record another step"));
   }
 }
 

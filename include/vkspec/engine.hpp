@@ -164,12 +164,19 @@ class Engine {
   // Throws the error generate() would give for this prompt and length, without running.
   void check_fits(const std::vector<uint32_t>& prompt, uint32_t n_new) const;
   uint32_t dispatches_per_step() const;  // of the recorded step, its gate included
+  // Whether options `o` record the same step as this engine's. They then differ at most in the
+  // sampler's values (temperature above 0 to another above 0, top-p, min-p, the penalty, the
+  // seed) and the stop ids, which go to the GPU with each prompt: retune(o) takes them for the
+  // generations begun after it, without building anything (a C API start with a new seed).
+  bool records_same_step(const EngineOptions& o) const;
+  void retune(const EngineOptions& o);  // checks o's values as the constructor does; throws, changing nothing
 
  private:
   struct Parts;
   uint32_t verify_nodes() const;
   uint32_t draft_depth() const { return drafted_depth(opts_.strategy, opts_.depth, opts_.budget); }  // ar: 0
   void check_tree_options(const EagleHead* h1, const EagleHead* h2) const;
+  static void check_values(const EngineOptions& opts, uint32_t vocab);
   bool sampling() const { return opts_.sampling.active() || opts_.force_sampling_path; }
   void record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt);
 

@@ -54,8 +54,18 @@ constexpr uint32_t kSampleWorkgroup = 64;    // fixed: reduction order (and so e
 // `window` tokens (greedy: temperature 0): UINT32_MAX unless the driver ends a shader's loops
 // after a fixed budget (DeviceCaps::Quirks::loop_iteration_limit). sample_probs refuses more.
 uint32_t sample_max_vocab(const Context& ctx, uint32_t window, bool greedy);
+
+// Where the sampling kernels take the sampler's values (temperature, top-p, min-p, repetition
+// penalty, seed) from: the options given, recorded into the command, or the step state's words
+// kStateSampling .. (vkspec/step_state.h) in the state buffer of the dispatch's Dyn, which the
+// host writes with each prompt (sampler_state_words): a step recorded once then serves any
+// values. Whether sampling is greedy, top-k and the penalty window stay recorded.
+enum class SamplerValues { Recorded, FromState };
+std::array<uint32_t, kStateSamplingWords> sampler_state_words(const SamplingOptions& o);
+
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
-                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg = {});
+                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg = {},
+                  SamplerValues from = SamplerValues::Recorded);
 
 struct AcceptSampleArgs {
   uint32_t n = 1;         // tree nodes (rows of probs)
@@ -63,6 +73,7 @@ struct AcceptSampleArgs {
   Mat probs;              // (n, V) from sample_probs
   uint64_t seed = 0;
   Dyn step;               // index of the root in the sequence (the committed length t)
+  SamplerValues seed_from = SamplerValues::Recorded;  // FromState: the seed in step's state buffer
   uint32_t trials = 1;    // independent walks over the same tree and p, trial b in workgroup b
   const Buffer* info = nullptr;  // outputs: slots 5..8 at b*16 (default: tree.info)
   const Buffer* accepted = nullptr;  // (trials, tree.max_depth + 1) node indices, root first

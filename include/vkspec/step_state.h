@@ -33,6 +33,12 @@ VKSPEC_U32(kStateT, 0u)         /* committed verifier length t: seq_tokens[t] is
 VKSPEC_U32(kStatePrevT, 1u)     /* t before the last step: the heads ingest pairs from here */
 VKSPEC_U32(kStateAccepted, 2u)  /* a of the last step: its ingest's root row */
 VKSPEC_U32(kStateDone, 3u)      /* 1 once a stop token or the token limit was emitted */
+/* The sampler's values, set by the host with the prompt's prefill, so that a recorded step serves
+ * any of them (sample_probs.comp, sample_accept.comp): temperature, top-p, min-p and repetition
+ * penalty as float bits, then the seed's low and high words (kStateSeed). */
+VKSPEC_U32(kStateSampling, 4u)
+VKSPEC_U32(kStateSeed, 8u)
+VKSPEC_U32(kStateSamplingWords, 6u)
 
 /* A token id with this bit set was taken from a logits row holding NaN or ±inf: no token can
  * be emitted from it (argmax_row.glsl, sample_accept.comp; advance.glsl ends the generation). */
@@ -53,7 +59,8 @@ VKSPEC_U32(kOutHistWords, 64u)
 VKSPEC_U32(kOutTokens, 96u)     /* emitted token ids */
 
 #ifdef __cplusplus
-static_assert(kStateDone < kStateWords);
+static_assert(kStateDone < kStateSampling && kStateSeed == kStateSampling + 4 && kStateSeed + 2 == kStateSampling + kStateSamplingWords &&
+              kStateSampling + kStateSamplingWords <= kStateWords);
 static_assert(kOutFault < kOutWins && kOutWins + 4 <= kOutStop && kOutStop + kOutMaxStop <= kOutHist && kOutHist + kOutHistWords <= kOutTokens);
 }  // namespace vkspec
 #endif

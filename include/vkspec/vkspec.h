@@ -289,11 +289,14 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p);
 /* Checks everything, then submits the prompt's prefill and returns without waiting. A
  * generation still running on this context is ended first (waiting for its work in flight); if
  * the checks refuse the new one, the running generation is left as it was.
- * The first start with a given strategy, draft shape, sampling options and stop ids builds that
- * decoding step (pipelines, buffers, a recorded command buffer: blocking, like a load); later
- * starts with the same options reuse it. To build it outside the frame loop, start once with
- * max_tokens = 0 (nothing is submitted): that builds the step and the prefill's pipelines for
- * that prompt's length (a prompt of another length may need a few more, built at its start). */
+ * The first start with a given strategy, draft shape and sampler kind builds that decoding step
+ * (pipelines, buffers, a recorded command buffer: blocking, like a load); later starts reuse it
+ * while those stay the same. The sampler kind: greedy or not (temperature 0 or above it; at
+ * temperature 0, repeat_penalty 1 or not), top_k and repeat_window. A new seed, another
+ * temperature above 0, top_p, min_p, repeat_penalty or stop ids build nothing. To build the step
+ * outside the frame loop, start once with max_tokens = 0 (nothing is submitted): that builds the
+ * step and the prefill's pipelines for that prompt's length (a prompt of another length may need
+ * a few more, built at its start). */
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* ctx, const vkspec_generation_params* p);
 /* Submits `steps` decoding steps (0: as many as fit budget_us; at most 64) in one submission and
  * returns at once: VKSPEC_OK, VKSPEC_NOT_READY (the previous submission is still running: poll

@@ -17,7 +17,6 @@ struct vkspec_context : Handle {
   // Signalled by every submission of this context (to ++timeline_value), whichever engine made it.
   VkSemaphore timeline = VK_NULL_HANDLE;
   uint64_t timeline_value = 0;
-  EngineOptions engine_opts;
   std::optional<StreamDecoder> decoder;
   bool started = false;
   bool cancelled = false;  // by vkspec_cancel: vkspec_generate reports it
@@ -55,16 +54,10 @@ Strategy strategy_of(const vkspec_strategy& field) {
   throw ArgumentError("vkspec_generation_params.strategy " + std::to_string(s) + " is not a strategy (VKSPEC_STRATEGY_AR .. VKSPEC_STRATEGY_MERGE_TRIE)");
 }
 
-bool same(const EngineOptions& a, const EngineOptions& b) {
-  const SamplingOptions &x = a.sampling, &y = b.sampling;
-  return a.strategy == b.strategy && a.depth == b.depth && a.topk == b.topk && a.budget == b.budget &&
-         a.stop_tokens == b.stop_tokens && x.temperature == y.temperature && x.top_p == y.top_p && x.min_p == y.min_p &&
-         x.repeat_penalty == y.repeat_penalty && x.top_k == y.top_k && x.repeat_window == y.repeat_window && x.seed == y.seed;
-}
-
-// Starts a generation: the engine for these options (reused when they did not change), the
-// prompt's ids, then Engine::begin (submits the prefill, does not wait). Everything is checked
-// before the running generation is touched: a start that is refused leaves it as it was.
+// Starts a generation: the engine for these options (reused when they record the same step: a
+// new seed, temperature, top-p, min-p, penalty or stop ids builds nothing), the prompt's ids, then
+// Engine::begin (submits the prefill, does not wait). Everything is checked before the running
+// generation is touched: a start that is refused leaves it as it was.
 void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock);
 
 void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock) {
@@ -104,15 +97,15 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
     c->engine->wait();
   }
   std::unique_ptr<Engine> fresh;     // checks the options; on a throw the running engine is untouched
-  if (!c->engine || !same(o, c->engine_opts))
+  if (!c->engine || !c->engine->records_same_step(o))
     fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
   (fresh ? *fresh : *c->engine).check_fits(prompt, p.max_tokens);
+  if (!fresh) c->engine->retune(o);  // checks the values first: on a throw nothing changed
   // Checked: from here the running generation ends.
   c->started = false;
   if (fresh) {
     c->engine = std::move(fresh);
     c->engine->set_timeline(c->timeline, &c->timeline_value);
-    c->engine_opts = o;
   }
   c->engine->begin(prompt, p.max_tokens);
   c->decoder.reset();

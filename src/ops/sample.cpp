@@ -3,6 +3,7 @@
 // then have one order on every device, so a seed gives the same tokens everywhere the logits agree.
 #include "vkspec/sample.hpp"
 
+#include <bit>
 #include <cassert>
 #include <climits>
 
@@ -18,14 +19,14 @@ struct ProbsPush {
   uint32_t V, x_offset, x_stride, p_offset, p_stride;
   uint32_t t, W, top_k, greedy;
   float temp, top_p, min_p, penalty;
-  uint32_t t_slot;
+  uint32_t t_slot, params_slot;
 };
-static_assert(sizeof(ProbsPush) == 56);
+static_assert(sizeof(ProbsPush) == 60);
 
 struct AcceptPush {
-  uint32_t n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot;
+  uint32_t n, V, p_offset, p_stride, A, step, seed_lo, seed_hi, step_slot, seed_slot;
 };
-static_assert(sizeof(AcceptPush) == 36);
+static_assert(sizeof(AcceptPush) == 40);
 
 KernelConfig fixed_workgroup(KernelConfig cfg) {
   if (!cfg.workgroup_size) cfg.workgroup_size = kSampleWorkgroup;
@@ -60,9 +61,15 @@ uint32_t sample_max_vocab(const Context& ctx, uint32_t window, bool greedy) {
   return best;
 }
 
+std::array<uint32_t, kStateSamplingWords> sampler_state_words(const SamplingOptions& o) {
+  return {std::bit_cast<uint32_t>(o.temperature), std::bit_cast<uint32_t>(o.top_p), std::bit_cast<uint32_t>(o.min_p),
+          std::bit_cast<uint32_t>(o.repeat_penalty), uint32_t(o.seed), uint32_t(o.seed >> 32)};
+}
+
 void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, const SamplingOptions& o,
-                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg) {
+                  const Buffer& seq_tokens, Dyn t, const DeviceTree& tree, KernelConfig cfg, SamplerValues from) {
   assert(N >= 1 && N <= tree.cap && V >= 1 && probs.stride >= V);
+  assert(from == SamplerValues::Recorded || !t.fixed());  // the values live beside t
   assert(o.repeat_window <= kSampleMaxWindow && o.top_p > 0 && o.min_p >= 0 && o.min_p <= 1);
   const uint32_t max_v = sample_max_vocab(seq.context(), o.repeat_window, !(o.temperature > 0));
   if (V > max_v)
@@ -73,7 +80,8 @@ void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, 
                 " tokens (with --repeat-window " + std::to_string(o.repeat_window) + ")" +
                 (o.temperature > 0 ? "; use --temp 0" : ""));
   ProbsPush push{V, logits.offset, logits.stride, probs.offset, probs.stride, t.base, o.repeat_window, o.top_k,
-                 o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty, t.slot};
+                 o.temperature > 0 ? 0u : 1u, o.temperature, o.top_p, o.min_p, o.repeat_penalty, t.slot,
+                 from == SamplerValues::FromState ? kStateSampling : kDynFixed};
   const Pipeline& p = simple_pipeline(seq.context(), "sample_probs", 7, sizeof(push), fixed_workgroup(cfg));
   seq.dispatch(p,
                {logits.in(), probs.out(), in(seq_tokens), in(tree.token), in(tree.parent), out(tree.nonfinite),
@@ -83,9 +91,11 @@ void sample_probs(Sequence& seq, Mat logits, Mat probs, uint32_t N, uint32_t V, 
 
 void accept_sample(Sequence& seq, const DeviceTree& tree, const AcceptSampleArgs& a, KernelConfig cfg) {
   assert(a.n >= 1 && a.n <= tree.cap && a.n <= kTreeMaxNodes && a.accepted && a.V >= 1);  // shared arrays
+  assert(a.seed_from == SamplerValues::Recorded || !a.step.fixed());
   const Buffer& info = a.info ? *a.info : tree.info;
   AcceptPush push{a.n,        a.V,  a.probs.offset,         a.probs.stride,
-                  tree.max_depth + 1, a.step.base, uint32_t(a.seed), uint32_t(a.seed >> 32), a.step.slot};
+                  tree.max_depth + 1, a.step.base, uint32_t(a.seed), uint32_t(a.seed >> 32), a.step.slot,
+                  a.seed_from == SamplerValues::FromState ? kStateSeed : kDynFixed};
   const Pipeline& p = simple_pipeline(seq.context(), "sample_accept", 8, sizeof(push), fixed_workgroup(cfg));
   seq.dispatch(p,
                {in(tree.token), in(tree.parent), in(tree.head), a.probs.in(), out(info), out(*a.accepted),

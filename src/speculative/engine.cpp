@@ -87,24 +87,11 @@ bool heads_alike(const EagleHead& a, const EagleHead& b) {
 }
 }  // namespace
 
-Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
-    : ctx_(ctx), model_(model), opts_(opts), parts_(std::make_unique<Parts>()) {
-  const Strategy s = opts.strategy;
-  auto combiner = make_combiner(s);
-  // Which heads draft: single2 uses head 2 alone; route / merge / merge-trie both, in order.
-  std::vector<EagleHead*> heads;
-  if (s == Strategy::Single1 || (combiner && combiner->drafters() == 2)) heads.push_back(h1);
-  if (s == Strategy::Single2 || (combiner && combiner->drafters() == 2)) heads.push_back(h2);
-  if (s == Strategy::Single2 && !h2 && h1)  // one head given: single2 drafts with the second
-    throw Error(std::string("strategy single2 drafts with the second of two heads (") + opts.names->heads + "), and one head was given; "
-                "single1 drafts with it");
-  for (EagleHead* h : heads)
-    if (!h)
-      throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
-                  (heads.size() == 2 ? "two draft heads" : "a draft head") + " (" + opts.names->heads + ")");
+// The sampling options, submission length and stop ids, each by name (the constructor, retune).
+// The temperature and the penalty divide logits, so each must have a finite float inverse: 1e-45
+// (1/T overflows) and 1e39 (inf as a float) sampled noise before.
+void Engine::check_values(const EngineOptions& opts, uint32_t vocab) {
   const SamplingOptions& so = opts.sampling;
-  // Each option by name. The temperature and the penalty divide logits, so each must have a finite
-  // float inverse: 1e-45 (1/T overflows) and 1e39 (inf as a float) sampled noise before.
   auto invertible = [](float v) { return v > 0 && std::isfinite(v) && std::isfinite(1.0f / v); };
   auto out_of_range = [](const char* opt, float v, const std::string& need) {
     char got[32];
@@ -125,9 +112,47 @@ Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, co
   if (opts.stop_tokens.size() > kOutMaxStop)
     throw Error("at most " + std::to_string(kOutMaxStop) + " stop tokens, got " + std::to_string(opts.stop_tokens.size()));
   for (uint32_t id : opts.stop_tokens)
-    if (id >= uint32_t(model.config().V))
+    if (id >= vocab)
       throw Error("stop token " + std::to_string(id) + " is outside the vocabulary (size " +
-                  std::to_string(model.config().V) + ")");
+                  std::to_string(vocab) + ")");
+}
+
+// What the recorded step holds of the options: all of them but the sampler's values and the stop
+// ids, which go in with each prompt (record_prefill, begin).
+bool Engine::records_same_step(const EngineOptions& o) const {
+  const EngineOptions& a = opts_;
+  const SamplingOptions &x = a.sampling, &y = o.sampling;
+  return a.strategy == o.strategy && a.depth == o.depth && a.topk == o.topk && a.budget == o.budget &&
+         a.time_kernels == o.time_kernels && a.force_sampling_path == o.force_sampling_path &&
+         a.steps_per_submit == o.steps_per_submit && a.pair_heads == o.pair_heads && a.pack_pairs == o.pack_pairs &&
+         x.active() == y.active() && (x.temperature > 0) == (y.temperature > 0) && x.top_k == y.top_k &&
+         x.repeat_window == y.repeat_window;
+}
+
+void Engine::retune(const EngineOptions& o) {
+  if (!records_same_step(o)) throw Error("Engine::retune: these options record another step; build another Engine");
+  check_values(o, uint32_t(model_.config().V));
+  opts_.sampling = o.sampling;
+  opts_.stop_tokens = o.stop_tokens;
+  opts_.names = o.names;
+}
+
+Engine::Engine(Context& ctx, LlamaModel& model, EagleHead* h1, EagleHead* h2, const EngineOptions& opts)
+    : ctx_(ctx), model_(model), opts_(opts), parts_(std::make_unique<Parts>()) {
+  const Strategy s = opts.strategy;
+  auto combiner = make_combiner(s);
+  // Which heads draft: single2 uses head 2 alone; route / merge / merge-trie both, in order.
+  std::vector<EagleHead*> heads;
+  if (s == Strategy::Single1 || (combiner && combiner->drafters() == 2)) heads.push_back(h1);
+  if (s == Strategy::Single2 || (combiner && combiner->drafters() == 2)) heads.push_back(h2);
+  if (s == Strategy::Single2 && !h2 && h1)  // one head given: single2 drafts with the second
+    throw Error(std::string("strategy single2 drafts with the second of two heads (") + opts.names->heads + "), and one head was given; "
+                "single1 drafts with it");
+  for (EagleHead* h : heads)
+    if (!h)
+      throw Error(std::string("strategy ") + strategy_name(s) + " needs " +
+                  (heads.size() == 2 ? "two draft heads" : "a draft head") + " (" + opts.names->heads + ")");
+  check_values(opts, uint32_t(model.config().V));
   // Before anything is allocated; only the heads that draft (single1 with an EAGLE-3 second head
   // of a 2-id draft vocabulary was refused a top-k that head never runs).
   if (s != Strategy::AR) check_tree_options(heads[0], heads.size() > 1 ? heads[1] : nullptr);
@@ -225,7 +250,9 @@ void Engine::record_prefill(Sequence& seq, const std::vector<uint32_t>& prompt) 
   const uint32_t P = uint32_t(prompt.size()), V = uint32_t(model_.config().V);
   uint32_t R = model_.max_rows();  // rows a pass: what both the verifier and the drafters take
   for (auto& d : p.drafter_store) R = std::min(R, d->max_rows());
-  const uint32_t state[kStateWords] = {P - 1, P - 1, 0, 0};
+  uint32_t state[kStateWords] = {P - 1, P - 1, 0, 0};
+  const auto sampler = sampler_state_words(opts_.sampling);  // the recorded step reads them here
+  std::copy(sampler.begin(), sampler.end(), state + kStateSampling);
   seq.update(b.state, 0, state, sizeof(state));
   uint32_t last_row = 0;  // P-1's row in the last pass
   for (const RowPass& pass : prefill_passes(P, R)) {

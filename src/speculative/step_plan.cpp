@@ -52,9 +52,11 @@ void StepPlan::record_ar() {
   verifier_.forward(seq_, fa);
   if (shape_.sampling) {
     const Mat probs{&probs_, 0, V};
-    sample_probs(seq_, verifier_.logits(), probs, 1, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
+    // The sampler's values from the step state (set with each prompt): one recording serves them all.
+    sample_probs(seq_, verifier_.logits(), probs, 1, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_, {},
+                 SamplerValues::FromState);
     AcceptSampleArgs aa;
-    aa.n = 1, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
+    aa.n = 1, aa.V = V, aa.probs = probs, aa.step = b_.t(), aa.seed_from = SamplerValues::FromState, aa.accepted = &accepted_;
     accept_sample(seq_, vtree_, aa);
     put_token(seq_, vtree_.info, kInfoNextRoot, b_.seq_tokens, b_.t() + 1);
   }
@@ -92,7 +94,8 @@ void StepPlan::record_tree() {
   const RowGather features = verifier_.feature_gather(seq_.context(), b_.features());
   bool committed = false;
   if (shape_.sampling) {  // p = G(logits) per node (include/vkspec/sample.hpp)
-    sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_);
+    sample_probs(seq_, verifier_.logits(), probs, N, V, shape_.sampler, b_.seq_tokens, b_.t(), vtree_, {},
+                 SamplerValues::FromState);
   } else {
     // The verifier's argmax per node and accept(), greedy, in one dispatch: the longest match over
     // all root-to-leaf rows (seed 000 §6.1), ties to the lower row. The same dispatch advances
@@ -108,7 +111,7 @@ void StepPlan::record_tree() {
     // accept(), sampling (DESIGN §3, seed 000/001 §6.2): tree rejection sampling from the root;
     // the same outputs as accept_greedy, so the commit below is shared.
     AcceptSampleArgs aa;
-    aa.n = N, aa.V = V, aa.probs = probs, aa.seed = shape_.sampler.seed, aa.step = b_.t(), aa.accepted = &accepted_;
+    aa.n = N, aa.V = V, aa.probs = probs, aa.step = b_.t(), aa.seed_from = SamplerValues::FromState, aa.accepted = &accepted_;
     accept_sample(seq_, vtree_, aa);
   }
   // commit(): accepted KV rows into place, their features for the drafters' next ingest; then

@@ -393,6 +393,21 @@ int main(int argc, char** argv) {
   Tokens sampled_cli = cli_generate(prompt, n_prompt, 40, "merge", "--temp 0.7 --top-p 0.9 --seed 2");
   CHECK(same(&sampled, &sampled_cli));
   CHECK(!same(&sampled, &ar));
+  /* Another seed, temperature, min-p, penalty and a stop id on the same context: the step built
+   * for the first sampler is reused (only its values change), and the tokens are the CLI's, whose
+   * engine is built with these values; then the first values again give the first tokens. */
+  gp.temperature = 0.9f, gp.min_p = 0.05f, gp.repeat_penalty = 1.2f, gp.seed = 3;
+  uint32_t stop_id = sampled.ids[20];
+  gp.stop_ids = &stop_id, gp.stop_count = 1;
+  Tokens retuned = c_generate(c1, &gp);
+  char extra[128];
+  snprintf(extra, sizeof extra, "--temp 0.9 --top-p 0.9 --min-p 0.05 --repeat-penalty 1.2 --seed 3 --stop %u", stop_id);
+  Tokens retuned_cli = cli_generate(prompt, n_prompt, 40, "merge", extra);
+  CHECK(same(&retuned, &retuned_cli));
+  CHECK(!same(&retuned, &sampled));
+  gp.temperature = 0.7f, gp.min_p = 0, gp.repeat_penalty = 1, gp.seed = 2, gp.stop_ids = NULL, gp.stop_count = 0;
+  Tokens again = c_generate(c1, &gp);
+  CHECK(same(&again, &sampled));
   gp.temperature = 0, gp.top_p = 1, gp.seed = 0;
 
   /* The frame-loop path gives the same tokens; the timeline semaphore reaches its value. */
