@@ -128,7 +128,8 @@ expect_error "bench-kernels: a cost row count listed twice is refused" "option -
 expect_error "a non-finite --temp is refused" "option --temp expects a finite number, got 'nan'" generate -m "$m" --tokens 1 -n 2 --temp nan
 expect_error "a huge --topk is refused by name before any buffer is sized" "topk must be in 1..32" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --topk 3000000000
 expect_error "--depth 4294967295 does not wrap" "depth must be in 1..63" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --depth 4294967295
-expect_error "a huge --budget is refused by name" "budget" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
+expect_error "a huge --budget is refused by name with its range" "budget 3000000000 must be in 1..52" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 3000000000
+expect_error "a --budget past the tree is refused with its range, not as scratch memory" "budget 70000 must be in 1..52" generate -m "$m" --heads "$H" --strategy merge --tokens 1 -n 2 --budget 70000
 # Steps per submission (the step recorded once and resubmitted): the same tokens as ar, one host
 # wait per submission, host CPU time reported; --stop ends the output at the stop token.
 outa=$("$vkspec" generate -m "$m" --tokens "84 104 101 32" -n 20 --json 2>/dev/null)
@@ -246,7 +247,8 @@ expect_error "an empty -p is refused naming the option as typed" "option -p was 
 expect_error "unknown short and long options are named as typed" "unknown option(s): -z, --foo" generate -m "$m" --tokens 1 -n 2 -z 3 --foo
 expect_error "a repeated option is refused as repeated, not read once and called unknown" "option(s) given more than once: --heads, -n (give each once)" generate -m "$m" --heads "$H" --tokens 1 -n 2 --heads "$H" -n 3 -n 4
 expect_error "a prompt that lost its quotes is refused, not cut to its first word" "unexpected argument(s): 'world'" generate -m "$m" -p hello world -n 2
-expect_error "a word after a flag is refused, not dropped" "unexpected argument(s): 'true'" generate -m "$m" --tokens 1 -n 2 --json true
+expect_error "a word after a flag is refused, not dropped, naming the flag" "option --json takes no value, got 'true' after it" generate -m "$m" --tokens 1 -n 2 --json true
+expect_error "--ignore-eos yes: the flag takes no value" "option --ignore-eos takes no value, got 'yes' after it" generate -m "$m" --tokens 1 -n 2 --ignore-eos yes
 expect_error "two prompt sources are refused, not one silently ignored" "give one of -p TEXT, -f FILE or --tokens IDS" generate -m "$m" --tokens "1 2" -p hi -n 2
 expect_error "two spellings of one option are refused" "give one of -p and --prompt, not both" generate -m "$m" -p hi --prompt ho -n 2
 expect_error "a directory as the prompt file is named, not read as an empty prompt" "cannot read prompt file $root: it is a directory" generate -m "$m" -f "$root" -n 2
@@ -393,6 +395,11 @@ expect_error "bench --budget 4,04 lists one budget twice" "option --budget lists
 expect_error "bench --topk 1,01 lists one top-k twice" "option --topk lists 1 more than once" bench -m "$m" --heads "$H" --topk 1,01 -n 2
 expect_error "bench --budget 0 is refused by name" "option --budget expects an integer in 1.." bench -m "$m" --heads "$H" --budget 0 -n 2
 expect_error "bench --depth without heads is refused, not ignored" "without heads bench measures ar only" bench -m "$m" --depth 0 -n 2
+# bench's generated_tokens: what a --stop id let each run generate, where new_tokens is -n asked.
+gen8=$("$vkspec" generate -m "$m" --tokens "72 101" -n 8 --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; t=json.load(sys.stdin)["tokens"]; i=next(i for i in range(2, len(t)) if t[i] not in t[:i]); print(t[i], i + 1)')
+outb=$("$vkspec" bench -m "$m" --tokens-file <(printf '72 101\n') --stop "${gen8% *}" -n 8 --rounds 1 --json 2>/dev/null)
+check "bench --json: generated_tokens counts what --stop left of -n (new_tokens stays -n)" \
+  "printf '%s' \"\$outb\" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)[\"results\"][0]; assert r[\"new_tokens\"]==8 and r[\"generated_tokens\"]==${gen8#* }, r'"
 expect_error "bench --stop at every prompt's first token times nothing and says so" "no decode step was timed" \
   bench -m "$m" --tokens-file <(printf '72 101\n') --stop "$("$vkspec" generate -m "$m" --tokens "72 101" -n 1 --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"][0])')" -n 4 --rounds 1
 expect_error "bench-kernels --types f16,F16 names one type twice" "option --types lists f16 more than once" bench-kernels --types f16,F16 --shapes 64x64 --batches 1 --no-cost

@@ -196,7 +196,15 @@ TEST_CASE("architectures: what the decoder does not compute is refused naming th
   expect_refused(yarn_with("yarn_attn_factor", 0.5f), {"qwen2.rope.scaling.yarn_attn_factor", "0.5 is not implemented"});
   expect_refused(yarn_with("yarn_beta_fast", NAN), {"qwen2.rope.scaling.yarn_beta_fast", "nan is not implemented"});
   // The ramp's weight: 1 only under YaRN; on linear scaling it would turn the ramp on.
+  // The refusal names what the file asks for: no scaling (no type, no factor), or the type given.
   expect_refused(with("llama", [](GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_ext_factor", 1.0f); }),
+                 {"llama.rope.scaling.yarn_ext_factor", "this file's unscaled RoPE with 0"});
+  expect_refused(with("llama",
+                      [](GgufWriter& w) {
+                        w.add_string("llama.rope.scaling.type", "linear");
+                        w.add_f32("llama.rope.scaling.factor", 2.0f);
+                        w.add_f32("llama.rope.scaling.yarn_ext_factor", 1.0f);
+                      }),
                  {"llama.rope.scaling.yarn_ext_factor", "'linear' scaling with 0"});
   expect_refused(yarn_with("yarn_ext_factor", 0.0f), {"qwen2.rope.scaling.yarn_ext_factor", "0 is not implemented"});
   expect_refused(with("qwen2", [](GgufWriter& w) { w.add_string("qwen2.rope.scaling.yarn_beta_fast", "32"); }),

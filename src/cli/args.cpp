@@ -58,13 +58,9 @@ bool Args::flag(const std::string& name) {
     if (opts_[i].first == name) {
       used_[i] = true;
       if (valued_[i] == kEquals) throw Error("option " + option_name(name) + " takes no value, got '" + option_name(name) + "=" + opts_[i].second + "'");
-      if (valued_[i] == kNextWord) {
-        // A flag swallowed the next word; give it back as a positional argument, which
-        // reject_unknown refuses.
-        positional.push_back(opts_[i].second);
-        opts_[i].second.clear();
-        valued_[i] = kNone;
-      }
+      // A flag followed by a word (--json true, --ignore-eos yes): the word would be dropped.
+      if (valued_[i] == kNextWord)
+        throw Error("option " + option_name(name) + " takes no value, got '" + opts_[i].second + "' after it");
       return true;
     }
   return false;

@@ -226,7 +226,7 @@ static int run_bench(const std::vector<std::string>& argv) {
     double round_mean = 0;
     for (double x : c.round_tps) round_mean += x / double(c.round_tps.size());
     const double spread = round_mean > 0 ? (*hi - *lo) / round_mean : 0;  // (max - min) / mean over the rounds
-    const uint64_t steps = c.steps;
+    const uint64_t steps = c.steps, runs = std::max<uint64_t>(uint64_t(prompts.size()) * rounds, 1);
     nlohmann::json r = {{"strategy", strategy_name(c.strat)},
                         {"budget", is_ar ? 0 : c.B},
                         {"topk", is_ar ? 0 : c.K},
@@ -249,7 +249,10 @@ static int run_bench(const std::vector<std::string>& argv) {
                         {"prompts", prompts.size()},
                         {"prompt_tokens", c.prompt_tokens / std::max<uint64_t>(rounds, 1)},  // all prompts' tokens, once
                         {"rounds", rounds},
-                        {"new_tokens", n}};
+                        {"new_tokens", n},  // -n, asked for
+                        // what was generated per prompt run, the prefill's token included: below
+                        // new_tokens where a --stop id ended runs early
+                        {"generated_tokens", double(c.toks + runs) / double(runs)}};
     if (!is_ar && steps)
       r[c.strat == Strategy::Route ? "route_wins" : "accepted_path_head"] = {{"none", c.wins[0] / steps},
                                                                              {"head1", c.wins[1] / steps},
@@ -273,7 +276,8 @@ static RegisterCommand reg{"bench",
                            "[--time-kernels] [--stop IDS] [--steps-per-submit S] [--pair-heads on|off|unpacked] "
                            "[--ctx N] [--kv-type f16|f32] [--batch-tiles even|pow2] [--device D] "
                            "[--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window W --seed S]; "
-                           "or the fixed suite: --suite quick|standard [-m M] [--json [F]] [--md [F]]; --from-json F --md [G]",
+                           "or the fixed suite: --suite quick|standard [-m M | --shapes S1,S2] [--reps R] [--demo DIR] [--device D] [--json [F]] [--md [F]]; "
+                           "--from-json F --md [G]",
                            run_bench};
 
 }  // namespace vkspec::cli

@@ -252,7 +252,8 @@ std::string suite_markdown(const nlohmann::json& j) {
      << " B · matrix cores: not used\n\n";
   md << "**Build:** vkspec " << b.at("vkspec_version").get<std::string>() << " (" << b.at("git_commit").get<std::string>()
      << ", " << b.at("build_type").get<std::string>() << ") · suite `" << j.at("suite").get<std::string>() << "` · "
-     << count_of(j.at("settings").at("reps")) << " repetitions after a warm-up · CPU governor: "
+     << count_of(j.at("settings").at("reps")) << (count_of(j.at("settings").at("reps")) == 1 ? " repetition" : " repetitions")
+     << " after a warm-up · CPU governor: "
      << governor_text(h.at("cpu_governor")) << " · EPP: " << governor_text(h.at("energy_performance_preference"))
      << " · LP_NUM_THREADS: " << h.at("LP_NUM_THREADS").get<std::string>() << idle_text(h) << " · load: "
      << h.at("loadavg").get<std::string>() << "\n\n";

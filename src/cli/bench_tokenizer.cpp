@@ -92,7 +92,7 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-static RegisterCommand reg{"bench-tokenizer", "tokenizer encode MB/s and tokens/s on ~1 KiB paragraphs [--json]",
+static RegisterCommand reg{"bench-tokenizer", "tokenizer encode MB/s and tokens/s on ~1 KiB paragraphs: -m MODEL.gguf [-f FILE] [--mib N] [--reps R] [--json]",
                            run_bench_tokenizer};
 
 }  // namespace vkspec::cli

@@ -77,7 +77,11 @@ static int run_generate(const std::vector<std::string>& argv) {
   // --strategy auto / --budget auto: measured on this device and prompt (vkspec/autotune.hpp).
   const std::string strategy_opt = args.get("strategy", "ar");
   const bool auto_strategy = strategy_opt == "auto";
-  s.engine.strategy = auto_strategy ? Strategy::AR : parse_strategy(strategy_opt);
+  try {
+    s.engine.strategy = auto_strategy ? Strategy::AR : parse_strategy(strategy_opt);
+  } catch (const Error&) {  // generate also takes auto, which bench's list does not
+    throw Error("unknown strategy '" + strategy_opt + "' (choose ar, single1, single2, route, merge, merge-trie or auto)");
+  }
   const bool budget_given = args.has("budget");
   const std::string budget_opt = args.get("budget", "8");
   const bool auto_budget = budget_opt == "auto";

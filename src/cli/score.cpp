@@ -120,12 +120,13 @@ int run_perplexity(const std::vector<std::string>& argv) {
 
 const RegisterCommand reg_logits{
     "logits",
-    "every position's logits: -m MODEL.gguf (--tokens IDS | --tokens-file F | --text T | -f FILE) --out F.f32 [--ctx N]",
+    "every position's logits: -m MODEL.gguf (--tokens IDS | --tokens-file F | --text T | -f FILE) --out F.f32 [--ctx N] [--kv-type f16|f32] [--batch-tiles even|pow2] [--device D]",
     run_logits};
 const RegisterCommand reg_ppl{
     "perplexity",
-    "perplexity as llama-perplexity: -m MODEL.gguf (-f TEXT_FILE | --text T | --tokens IDS | --tokens-file F) [--ctx N] [--json]; "
-    "-f drops the file's last newline, as llama.cpp's -f does",
+    "perplexity as llama-perplexity: -m MODEL.gguf (-f TEXT_FILE | --text T | --tokens IDS | --tokens-file F) "
+    "[--ctx N (512, or the model's context if shorter)] [--json] [--kv-type f16|f32] [--batch-tiles even|pow2] "
+    "[--device D]; -f drops the file's last newline, as llama.cpp's -f does",
     run_perplexity};
 
 }  // namespace

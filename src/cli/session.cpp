@@ -175,9 +175,15 @@ void Session::load(Args& args, const std::vector<uint32_t>& budgets, const std::
   if (!heads.empty())
     for (uint32_t k : topks) check_draft_options(k, engine.depth, 1, uint32_t(read_llama_config(*file).V));
   budget_max = budgets.empty() ? 0 : *std::max_element(budgets.begin(), budgets.end());
-  // Merge verifies 1 + 2B rows; in 64 bits, so a huge --budget cannot wrap into a small one.
-  const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(budget_max));
-  if (rows > UINT32_MAX) throw Error("--budget " + std::to_string(budget_max) + " is too large");
+  // Merge verifies 1 + 2B rows. A budget no strategy's tree can hold at these top-k and depth
+  // sizes nothing: its engine refuses it with the range (a --budget 70000 was refused as scratch
+  // past the device's buffer range, naming bench-kernels' --cost-rows).
+  uint32_t runnable = 0;
+  if (!heads.empty())
+    for (uint32_t k : topks)
+      for (Strategy st : {Strategy::Single1, Strategy::Route, Strategy::Merge, Strategy::MergeTrie})
+        runnable = std::max(runnable, std::min(budget_max, max_draft_budget(st, k, engine.depth)));
+  const uint64_t rows = std::max<uint64_t>(64, 1 + 2 * uint64_t(runnable));
   // The same head twice is allowed: two drafters that agree (what the agreement tests run).
   auto parts = heads.empty() ? std::vector<std::string>{} : option_list("heads", heads, false);
   if (!heads.empty() && (parts.empty() || parts.size() > 2))

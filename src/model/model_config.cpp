@@ -205,13 +205,17 @@ void read_rope_scaling(const GgufFile& f, const std::string& p, LlamaConfig& c) 
                        {"rope.scaling.yarn_beta_slow", 1.0f},
                        {"rope.scaling.yarn_ext_factor", c.rope_yarn ? 1.0f : 0.0f},
                        {"rope.scaling.yarn_attn_factor", 1.0f}};
+  // What the file asks for, as the refusal names it (no type key and no factor: no scaling at all).
+  const std::string asked = c.rope_yarn                                        ? "YaRN"
+                            : !f.has(type_key) && !f.has(factor_key)           ? "this file's unscaled RoPE"
+                                                                               : "'" + type + "' scaling";
   for (const auto& [sub, value] : yarn_defaults) {
     const std::string key = p + sub;
     if (!f.has(key)) continue;
     const float v = f.get_f32(key);
     if (v != value)
-      f.fail("metadata key '" + key + "': " + number_str(v) + " is not implemented (vkspec computes " +
-             (c.rope_yarn ? "YaRN" : "'" + type + "' scaling") + " with " + number_str(value) + ", llama.cpp's value here)");
+      f.fail("metadata key '" + key + "': " + number_str(v) + " is not implemented (vkspec computes " + asked + " with " +
+             number_str(value) + ", llama.cpp's value here)");
   }
   const std::string orig_key = p + "rope.scaling.original_context_length";
   if (f.has(orig_key)) c.rope_orig_ctx = uint32_t(positive_int(f, orig_key, f.get_u32(orig_key)));
