@@ -844,6 +844,23 @@ TEST_CASE_FIXTURE(VkTest, "sampling: a retuned engine generates what an engine b
     CHECK_FALSE(e.records_same_step(topk));
     CHECK_THROWS_WITH(e.retune(topk), doctest::Contains("record another step"));
   }
+  // Greedy with a repetition penalty runs the sampling kernels too, the penalty read from the step
+  // state: a retuned penalty must be the one applied.
+  for (Strategy s : {Strategy::AR, Strategy::Merge}) {
+    CAPTURE(strategy_name(s));
+    EngineOptions a = spec_opts(s, 0.0f, 1.0f, 0);
+    a.sampling.repeat_penalty = 1.05f, a.sampling.repeat_window = 16;
+    EngineOptions b = a;
+    b.sampling.repeat_penalty = 4.0f;
+    Engine e(ctx, *rig.model, rig.head1.get(), rig.head2.get(), a);
+    const auto first = e.generate(prompt, 40).tokens;
+    REQUIRE(e.records_same_step(b));
+    e.retune(b);
+    const auto retuned = e.generate(prompt, 40).tokens;
+    Engine built(ctx, *rig.model, rig.head1.get(), rig.head2.get(), b);
+    CHECK(retuned == built.generate(prompt, 40).tokens);
+    CHECK(retuned != first);
+  }
 }
 
 TEST_CASE_FIXTURE(VkTest, "sampling: tau at temperature 0.8 vs 0 per strategy (report)") {

@@ -22,8 +22,8 @@
  * runtimes on different devices are independent). vkspec_poll, vkspec_step_submit and
  * vkspec_cancel never wait for the GPU. The blocking calls are vkspec_model_load,
  * vkspec_context_create (they upload and build), vkspec_generate, vkspec_generation_start (it
- * waits for the previous generation's work in flight, and its first start with new options
- * builds a step, like a load), vkspec_wait, and the destroy calls (they wait for the object's own
+ * waits for the previous generation's work in flight, and a start with a new strategy, draft
+ * shape or sampler kind builds a step, like a load), vkspec_wait, and the destroy calls (they wait for the object's own
  * work in flight, never for the application's). While vkspec_generate, vkspec_generation_start,
  * vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock: calls on other
  * contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate

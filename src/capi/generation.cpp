@@ -59,8 +59,11 @@ Strategy strategy_of(const vkspec_strategy& field) {
 // Engine::begin (submits the prefill, does not wait). Everything is checked before the running
 // generation is touched: a start that is refused leaves it as it was.
 void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock);
+void require_not_generating(const vkspec_context* c, const char* call);
 
-void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock) {
+// `in_generate`: called by vkspec_generate, which owns the context; else by vkspec_generation_start.
+void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock,
+           bool in_generate) {
   Model& m = *c->m;
   EngineOptions o;
   o.names = &kCApiOptionNames;  // errors name the struct fields, not the command line's flags
@@ -96,6 +99,8 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
     }
     c->engine->wait();
   }
+  // A vkspec_generate may have taken the context while the lock was released: it owns it now.
+  if (!in_generate) require_not_generating(c, "vkspec_generation_start");
   std::unique_ptr<Engine> fresh;     // checks the options; on a throw the running engine is untouched
   if (!c->engine || !c->engine->records_same_step(o))
     fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
@@ -252,7 +257,7 @@ VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generation_start: params are required");
     require_not_generating(c, "vkspec_generation_start");
-    start(c, *p, lock_);
+    start(c, *p, lock_, /*in_generate=*/false);
     return VKSPEC_OK;
   })
 }
@@ -329,7 +334,7 @@ VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generat
       vkspec_context* c;
       ~Release() { c->generating = false; }
     } release{c};
-    start(c, *p, lock_);
+    start(c, *p, lock_, /*in_generate=*/true);
     vkspec_poll_result r{};
     // Steps past the end are no-ops on the GPU, so a few per submission cost nothing extra.
     const uint32_t per_submit = p->budget_us ? 0 : 4;

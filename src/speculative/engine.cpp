@@ -132,8 +132,9 @@ bool Engine::records_same_step(const EngineOptions& o) const {
 void Engine::retune(const EngineOptions& o) {
   if (!records_same_step(o)) throw Error("Engine::retune: these options record another step; build another Engine");
   check_values(o, uint32_t(model_.config().V));
+  std::vector<uint32_t> stop = o.stop_tokens;  // the one step that can throw (memory), before any change
   opts_.sampling = o.sampling;
-  opts_.stop_tokens = o.stop_tokens;
+  opts_.stop_tokens = std::move(stop);
   opts_.names = o.names;
 }
 

@@ -408,6 +408,15 @@ int main(int argc, char** argv) {
   gp.temperature = 0.7f, gp.min_p = 0, gp.repeat_penalty = 1, gp.seed = 2, gp.stop_ids = NULL, gp.stop_count = 0;
   Tokens again = c_generate(c1, &gp);
   CHECK(same(&again, &sampled));
+  /* A warm-up start (max_tokens 0) with one seed, then a start with another: the second's values. */
+  gp.seed = 5, gp.max_tokens = 0;
+  REQUIRE_OK(vkspec_generation_start(c1, &gp), c1);
+  gp.seed = 6, gp.max_tokens = 40;
+  REQUIRE_OK(vkspec_generation_start(c1, &gp), c1);
+  Tokens after_warmup = frame_loop(c1);
+  Tokens seed6_cli = cli_generate(prompt, n_prompt, 40, "merge", "--temp 0.7 --top-p 0.9 --seed 6");
+  CHECK(same(&after_warmup, &seed6_cli));
+  gp.seed = 2;
   gp.temperature = 0, gp.top_p = 1, gp.seed = 0;
 
   /* The frame-loop path gives the same tokens; the timeline semaphore reaches its value. */
