@@ -370,6 +370,8 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
   for (uint32_t N : rows) {
     std::map<std::string, double> us;
     std::map<std::string, uint32_t> count;
+    std::vector<double> at;  // microseconds of the forward's i-th dispatch, averaged over the repetitions
+    std::vector<std::string> labels;
     for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
       seq.begin();
       record_cost_forward(seq, model, tokens, N, kv_length);
@@ -381,10 +383,15 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
       if (r < 0) continue;
       count.clear();
       for (const DispatchTiming& d : timings) us[d.label] += d.us / reps, ++count[d.label];
+      at.resize(timings.size(), 0.0), labels.resize(timings.size());
+      for (size_t i = 0; i < timings.size(); ++i) at[i] += timings[i].us / reps, labels[i] = timings[i].label;
     }
+    nlohmann::json line = nlohmann::json::array();
+    for (size_t i = 0; i < at.size(); ++i) line.push_back({{"kernel", labels[i]}, {"us", at[i]}});
     double total = 0;
     for (const auto& [k, v] : us) total += v;
-    out.push_back({{"rows", N}, {"us", total}, {"us_by_kernel", us}, {"dispatches_by_kernel", count}});
+    out.push_back({{"rows", N}, {"us", total}, {"us_by_kernel", us}, {"dispatches_by_kernel", count},
+                   {"kernel_timeline", std::move(line)}});
   }
   return out;
 }
