@@ -315,8 +315,23 @@ TEST_CASE("tokenizer reject: malformed metadata") {
   }
   {
     GgufWriter w = base();
+    w.add_u32("tokenizer.ggml.bos_token_id", 256);
+    reject(w, "'tokenizer.ggml.bos_token_id': token id 256 is out of range (vocab has 256 tokens)");
+  }
+  {  // An optional special id past the vocab (a padding id one past the last token is seen in real
+     // files) is ignored with a note naming the key, as llama.cpp does: it names no token.
+    GgufWriter w = base();
+    w.add_u32("tokenizer.ggml.eos_token_id", 7);
     w.add_u32("tokenizer.ggml.eot_token_id", 300);
-    reject(w, "'tokenizer.ggml.eot_token_id': token id 300 is out of range (vocab has 256 tokens)");
+    w.add_u32("tokenizer.ggml.padding_token_id", 256);
+    TempFile tf("tok_ignored.gguf");
+    w.write(tf.path);
+    const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(tf.path));
+    CHECK(tok.end_of_generation() == std::vector<uint32_t>{7});
+    REQUIRE(tok.ignored_keys().size() == 2);
+    CHECK(tok.ignored_keys()[0] ==
+          "metadata key 'tokenizer.ggml.eot_token_id': token id 300 is out of range (vocab has 256 tokens); ignored, as llama.cpp does");
+    CHECK(tok.ignored_keys()[1].find("'tokenizer.ggml.padding_token_id': token id 256 is out of range") != std::string::npos);
   }
   {  // The end-of-generation set: eos, eot, eom where given, each once.
     auto eog = [&](const std::function<void(GgufWriter&)>& keys) {

@@ -62,6 +62,10 @@ class Tokenizer {
   // eos_token_id, eot_token_id and eom_token_id where present (no duplicates).
   std::vector<uint32_t> end_of_generation() const;
   int64_t unk() const;
+  // Keys of the file that were ignored, one sentence each naming the key and why: an
+  // eot / eom / padding token id past the vocab (llama.cpp warns and ignores such a key too; an id
+  // no token has can never be generated, so it stops nothing). Callers show these as warnings.
+  const std::vector<std::string>& ignored_keys() const;
   bool add_bos() const;
   bool add_eos() const;
   bool add_space_prefix() const;

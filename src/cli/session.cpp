@@ -81,6 +81,7 @@ void Session::open(Args& args) {
   if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
     try {
       tokenizer = Tokenizer::from_gguf(*file);
+      for (const std::string& w : tokenizer->ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
     } catch (const Error& e) {
       tokenizer_error = e.what();
       std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());

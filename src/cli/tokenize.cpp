@@ -28,6 +28,7 @@ int tokenize_main(const std::vector<std::string>& argv) {
   }
   const vkspec::GgufFile g = vkspec::GgufFile::open(model);
   const vkspec::Tokenizer tok = vkspec::Tokenizer::from_gguf(g);
+  for (const std::string& w : tok.ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const std::vector<uint32_t> ids = tok.encode(text, add_special, parse_special);
   if (ids_only) {
     std::string line;

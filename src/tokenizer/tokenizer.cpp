@@ -41,6 +41,7 @@ std::vector<uint32_t> Tokenizer::end_of_generation() const {
   return ids;
 }
 int64_t Tokenizer::unk() const { return impl_->unk; }
+const std::vector<std::string>& Tokenizer::ignored_keys() const { return impl_->ignored; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::add_eos() const { return impl_->add_eos; }
 bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }
@@ -50,9 +51,17 @@ bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }
 namespace {
 
 // An optional token-id key: absent -> -1; present but out of range -> error naming the key.
-int64_t token_id_key(const GgufFile& f, const char* key, size_t n_vocab) {
+// A special token's id, -1 without the key. Out of range, bos / eos / unk (which llama.cpp would
+// replace by a default of its own) are refused; the optional ones (eot, eom, padding) are ignored
+// with a note in `ignored`, as llama.cpp ignores them.
+int64_t token_id_key(const GgufFile& f, const char* key, size_t n_vocab, std::vector<std::string>* ignored = nullptr) {
   if (!f.has(key)) return -1;
   const int64_t v = f.get_i64(key);
+  if ((v < 0 || uint64_t(v) >= n_vocab) && ignored) {
+    ignored->push_back(std::string("metadata key '") + key + "': token id " + std::to_string(v) +
+                       " is out of range (vocab has " + std::to_string(n_vocab) + " tokens); ignored, as llama.cpp does");
+    return -1;
+  }
   if (v < 0 || uint64_t(v) >= n_vocab)
     f.fail(std::string("metadata key '") + key + "': token id " + std::to_string(v) + " is out of range (vocab has " +
            std::to_string(n_vocab) + " tokens)");
@@ -127,9 +136,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   m->bos = token_id_key(f, "tokenizer.ggml.bos_token_id", n);
   m->eos = token_id_key(f, "tokenizer.ggml.eos_token_id", n);
   m->unk = token_id_key(f, "tokenizer.ggml.unknown_token_id", n);
-  m->eot = token_id_key(f, "tokenizer.ggml.eot_token_id", n);
-  m->eom = token_id_key(f, "tokenizer.ggml.eom_token_id", n);
-  (void)token_id_key(f, "tokenizer.ggml.padding_token_id", n);
+  m->eot = token_id_key(f, "tokenizer.ggml.eot_token_id", n, &m->ignored);
+  m->eom = token_id_key(f, "tokenizer.ggml.eom_token_id", n, &m->ignored);
+  (void)token_id_key(f, "tokenizer.ggml.padding_token_id", n, &m->ignored);
   // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level BPE neither
   // (but the Llama 3 family adds BOS, below). The file's keys decide where present.
   m->add_bos = f.get_bool("tokenizer.ggml.add_bos_token", m->kind == Kind::Spm);

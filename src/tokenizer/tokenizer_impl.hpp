@@ -25,6 +25,7 @@ struct Tokenizer::Impl {
   };
   std::unordered_map<uint64_t, Merge> merges;
   int64_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
+  std::vector<std::string> ignored;  // Tokenizer::ignored_keys
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool ignore_merges = false;  // llama3: a piece that is already a token is not split
   static constexpr uint32_t kNone = 0xffffffffu;
