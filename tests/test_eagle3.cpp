@@ -238,7 +238,7 @@ TEST_CASE_FIXTURE(VkTest, "EAGLE-3: malformed configs and heads are refused nami
   LlamaModel sm(ctx, sg, E3Rig::options(KvType::F16));
   CHECK_THROWS_WITH_AS(EagleHead(ctx, (*f)("e3_bin"), sm, 256, 64),
                        doctest::Contains("need a verifier of at least 3 layers, this one has 2"), Error);
-  // Two EAGLE-3 heads tapping different layers (the --topk refusal is in test_sample.cpp,
+  // Two EAGLE-3 heads tapping different layers (the --topk refusal is in test_sample_engine.cpp,
   // where the draft vocabulary is smaller than the largest top-k).
   auto e3 = rig.head(ctx, (*f)("e3_bin"));
   EngineOptions o;

@@ -3,21 +3,20 @@
 // kernel against a CPU replica (same draws, same result) and against the distribution it must
 // produce (chi-square, fixed seeds). End to end through the engine: test_sample_engine.cpp.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <tuple>
 
 #include "chi2.hpp"
-#include "eagle3_test_util.hpp"
-#include "spec_fixtures.hpp"
 #include "tree_order.hpp"
 #include "vkspec/step_state.h"
 #include "vk_fixture.hpp"
-#include "vkspec/engine.hpp"
 #include "vkspec/sample.hpp"
 
 using namespace vkspec;

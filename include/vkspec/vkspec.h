@@ -226,7 +226,8 @@ VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_context_tokens(const vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* model);
 /* The ids that end a generation where llama.cpp's tools stop (the GGUF's eos, eot and eom token
- * ids, each once): pass them in vkspec_generation_params.stop_ids to stop there. Writes at most
+ * ids, each once; an eot or eom id past the vocabulary names no token and is left out, as
+ * llama.cpp leaves it out): pass them in vkspec_generation_params.stop_ids to stop there. Writes at most
  * `cap` ids; *count is how many there are (0 for a model without a tokenizer). */
 VKSPEC_API vkspec_status vkspec_model_end_of_generation(const vkspec_model* model, uint32_t* ids, uint32_t cap,
                                                         uint32_t* count);

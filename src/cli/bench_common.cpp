@@ -383,8 +383,15 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
       if (r < 0) continue;
       count.clear();
       for (const DispatchTiming& d : timings) us[d.label] += d.us / reps, ++count[d.label];
-      at.resize(timings.size(), 0.0), labels.resize(timings.size());
-      for (size_t i = 0; i < timings.size(); ++i) at[i] += timings[i].us / reps, labels[i] = timings[i].label;
+      if (labels.empty()) {
+        at.assign(timings.size(), 0.0);
+        for (const DispatchTiming& d : timings) labels.push_back(d.label);
+      }
+      for (size_t i = 0; i < timings.size(); ++i) {
+        if (timings.size() != labels.size() || timings[i].label != labels[i])
+          throw Error("verify cost: a repetition's forward recorded other dispatches than the first's");
+        at[i] += timings[i].us / reps;
+      }
     }
     nlohmann::json line = nlohmann::json::array();
     for (size_t i = 0; i < at.size(); ++i) line.push_back({{"kernel", labels[i]}, {"us", at[i]}});

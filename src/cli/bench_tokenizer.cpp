@@ -61,6 +61,7 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
   }
   const GgufFile g = GgufFile::open(model);
   const Tokenizer tok = Tokenizer::from_gguf(g);
+  for (const std::string& w : tok.ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::vector<double> ms;
   size_t tokens = 0;
   for (int r = 0; r < reps; ++r) {

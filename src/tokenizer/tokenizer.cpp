@@ -50,7 +50,6 @@ bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }
 
 namespace {
 
-// An optional token-id key: absent -> -1; present but out of range -> error naming the key.
 // A special token's id, -1 without the key. Out of range, bos / eos / unk (which llama.cpp would
 // replace by a default of its own) are refused; the optional ones (eot, eom, padding) are ignored
 // with a note in `ignored`, as llama.cpp ignores them.
