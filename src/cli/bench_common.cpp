@@ -387,11 +387,10 @@ nlohmann::json verify_cost_kernels(Context& ctx, LlamaModel& model, const std::v
         at.assign(timings.size(), 0.0);
         for (const DispatchTiming& d : timings) labels.push_back(d.label);
       }
-      for (size_t i = 0; i < timings.size(); ++i) {
-        if (timings.size() != labels.size() || timings[i].label != labels[i])
-          throw Error("verify cost: a repetition's forward recorded other dispatches than the first's");
-        at[i] += timings[i].us / reps;
-      }
+      if (!std::equal(timings.begin(), timings.end(), labels.begin(), labels.end(),
+                      [](const DispatchTiming& d, const std::string& l) { return d.label == l; }))
+        throw Error("verify cost: a repetition's forward recorded other dispatches than the first's");
+      for (size_t i = 0; i < timings.size(); ++i) at[i] += timings[i].us / reps;
     }
     nlohmann::json line = nlohmann::json::array();
     for (size_t i = 0; i < at.size(); ++i) line.push_back({{"kernel", labels[i]}, {"us", at[i]}});

@@ -60,8 +60,7 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
     bytes += chunks.back().size();
   }
   const GgufFile g = GgufFile::open(model);
-  const Tokenizer tok = Tokenizer::from_gguf(g);
-  for (const std::string& w : tok.ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const Tokenizer tok = load_tokenizer(g);
   std::vector<double> ms;
   size_t tokens = 0;
   for (int r = 0; r < reps; ++r) {

@@ -8,7 +8,15 @@
 #include <string>
 #include <vector>
 
+namespace vkspec {
+class GgufFile;
+class Tokenizer;
+}  // namespace vkspec
+
 namespace vkspec::cli {
+
+// The file's tokenizer, each key it ignored (Tokenizer::ignored_keys) printed as a warning.
+Tokenizer load_tokenizer(const GgufFile& f);
 
 using CommandFn = std::function<int(const std::vector<std::string>& args)>;
 

@@ -80,8 +80,7 @@ void Session::open(Args& args) {
   vocab = uint32_t(cfg.V), trained_ctx = cfg.ctx;
   if (file->has("tokenizer.ggml.model") && file->has("tokenizer.ggml.tokens")) {
     try {
-      tokenizer = Tokenizer::from_gguf(*file);
-      for (const std::string& w : tokenizer->ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      tokenizer = load_tokenizer(*file);
     } catch (const Error& e) {
       tokenizer_error = e.what();
       std::fprintf(stderr, "warning: %s; text prompts unavailable, use --tokens\n", e.what());

@@ -8,6 +8,12 @@
 #include "vkspec/gguf.hpp"
 #include "vkspec/tokenizer.hpp"
 
+vkspec::Tokenizer vkspec::cli::load_tokenizer(const GgufFile& f) {
+  Tokenizer tok = Tokenizer::from_gguf(f);
+  for (const std::string& w : tok.ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return tok;
+}
+
 namespace {
 
 int tokenize_main(const std::vector<std::string>& argv) {
@@ -27,8 +33,7 @@ int tokenize_main(const std::vector<std::string>& argv) {
     text = vkspec::cli::read_file(file, "text file");
   }
   const vkspec::GgufFile g = vkspec::GgufFile::open(model);
-  const vkspec::Tokenizer tok = vkspec::Tokenizer::from_gguf(g);
-  for (const std::string& w : tok.ignored_keys()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const vkspec::Tokenizer tok = vkspec::cli::load_tokenizer(g);
   const std::vector<uint32_t> ids = tok.encode(text, add_special, parse_special);
   if (ids_only) {
     std::string line;

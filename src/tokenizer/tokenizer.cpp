@@ -56,15 +56,12 @@ namespace {
 int64_t token_id_key(const GgufFile& f, const char* key, size_t n_vocab, std::vector<std::string>* ignored = nullptr) {
   if (!f.has(key)) return -1;
   const int64_t v = f.get_i64(key);
-  if ((v < 0 || uint64_t(v) >= n_vocab) && ignored) {
-    ignored->push_back(std::string("metadata key '") + key + "': token id " + std::to_string(v) +
-                       " is out of range (vocab has " + std::to_string(n_vocab) + " tokens); ignored, as llama.cpp does");
-    return -1;
-  }
-  if (v < 0 || uint64_t(v) >= n_vocab)
-    f.fail(std::string("metadata key '") + key + "': token id " + std::to_string(v) + " is out of range (vocab has " +
-           std::to_string(n_vocab) + " tokens)");
-  return v;
+  if (v >= 0 && uint64_t(v) < n_vocab) return v;
+  const std::string why = std::string("metadata key '") + key + "': token id " + std::to_string(v) +
+                          " is out of range (vocab has " + std::to_string(n_vocab) + " tokens)";
+  if (!ignored) f.fail(why);
+  ignored->push_back(why + "; ignored, as llama.cpp does");
+  return -1;
 }
 
 int hex_digit(char c) {
