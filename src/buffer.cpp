@@ -1,6 +1,7 @@
 #include "vkspec/buffer.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 #include "vkspec/context.hpp"
@@ -122,6 +123,10 @@ void Buffer::download(void* dst, size_t bytes, size_t offset) const {
 }
 
 VkBufferView Buffer::texel_view() const {
+  // Made at first use, which may come from two threads at once (two contexts recording over one
+  // model's weights): one lock for every buffer, held only by these few calls.
+  static std::mutex made;
+  std::lock_guard lock(made);
   if (view_) return view_;
   view_ = make_texel_view(0, size_);
   if (!view_)

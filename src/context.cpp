@@ -477,14 +477,23 @@ Context::~Context() {
   if (owns_instance_) vkDestroyInstance(instance_, nullptr);
 }
 
+namespace {
+// The calling thread's placer and the context it places for (Context::set_placer).
+struct ThreadPlacer {
+  const Context* ctx = nullptr;
+  Context::Placer placer;
+};
+thread_local ThreadPlacer t_placer;
+}  // namespace
+
 void Context::set_placer(Placer placer) {
-  placer_ = std::move(placer);
-  placer_thread_ = std::this_thread::get_id();
+  t_placer.ctx = placer ? this : nullptr;
+  t_placer.placer = std::move(placer);
 }
 
 Context::Placement Context::place(VkBuffer b, const VkMemoryRequirements& req) {
-  if (!placer_ || std::this_thread::get_id() != placer_thread_) return {};
-  const Placement p = placer_(req);
+  if (t_placer.ctx != this || !t_placer.placer) return {};
+  const Placement p = t_placer.placer(req);
   std::lock_guard lock(placed_mutex_);
   placed_[b] = p;
   return p;
@@ -520,6 +529,7 @@ uint32_t Context::memory_type(uint32_t bits, VkMemoryPropertyFlags required, VkM
 }
 
 void Context::queue_submit(const VkSubmitInfo& si, VkFence fence) {
+  std::lock_guard lock(queue_mutex_);
   if (queue_lock_.lock) queue_lock_.lock(queue_lock_.user);
   const VkResult r = vk_.vkQueueSubmit(queue_, 1, &si, fence);
   if (queue_lock_.unlock) queue_lock_.unlock(queue_lock_.user);

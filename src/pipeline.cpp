@@ -253,10 +253,19 @@ const Pipeline& PipelineCache::get(const PipelineDesc& desc) {
   for (auto t : desc.bindings) key += std::to_string(int(t)) + ",";
   key += "|";
   key.append(reinterpret_cast<const char*>(desc.spec.data()), desc.spec.size());
-  auto it = pipelines_.find(key);
-  if (it != pipelines_.end()) return *it->second;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pipelines_.find(key);
+    if (it != pipelines_.end()) return *it->second;
+  }
   auto p = std::make_unique<Pipeline>(ctx_, desc, cache_);
-  return *pipelines_.emplace(key, std::move(p)).first->second;
+  std::lock_guard lock(mu_);
+  return *pipelines_.emplace(key, std::move(p)).first->second;  // an existing one is kept, p destroyed
+}
+
+size_t PipelineCache::size() const {
+  std::lock_guard lock(mu_);
+  return pipelines_.size();
 }
 
 }  // namespace vkspec

@@ -27,8 +27,14 @@ Sequence::Sequence(Context& ctx, uint32_t max_timed, bool replayable)
     live_args_ = Buffer(ctx, (kArgsHeader + 3 * kMaxSets) * 4);
   }
   const auto& vk = ctx.vk();
+  // A command pool of its own: a pool is externally synchronized, and another thread may record
+  // or free in another Sequence on the same Context meanwhile.
+  VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  ci.queueFamilyIndex = ctx.queue_family();
+  VKSPEC_VK(vk.vkCreateCommandPool(ctx.device(), &ci, nullptr, &cmd_pool_));
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = ctx.command_pool();
+  ai.commandPool = cmd_pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   VKSPEC_VK(vk.vkAllocateCommandBuffers(ctx.device(), &ai, &cb_));
@@ -59,7 +65,7 @@ Sequence::~Sequence() {
   if (queries_) vk.vkDestroyQueryPool(ctx_.device(), queries_, nullptr);
   vk.vkDestroyDescriptorPool(ctx_.device(), pool_, nullptr);
   vk.vkDestroyFence(ctx_.device(), fence_, nullptr);
-  vk.vkFreeCommandBuffers(ctx_.device(), ctx_.command_pool(), 1, &cb_);
+  vk.vkDestroyCommandPool(ctx_.device(), cmd_pool_, nullptr);  // frees cb_
 }
 
 void Sequence::begin() {

@@ -206,10 +206,17 @@ class Context {
   uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
                        VkMemoryPropertyFlags preferred = 0) const;
 
-  // vkQueueSubmit under the caller's queue lock (ContextOptions::queue_lock).
+  // THREADS. A Context may be used from several threads at once as long as each Sequence,
+  // Buffer and model is used by one thread at a time: its queue, its one-shot command buffer,
+  // its pipeline cache and its counters are synchronized here, and every Sequence records into a
+  // command pool of its own. (The C API builds one context's step while others submit and poll.)
+
+  // vkQueueSubmit under this context's queue mutex, then the caller's queue lock
+  // (ContextOptions::queue_lock), in that order.
   void queue_submit(const VkSubmitInfo& si, VkFence fence);
 
-  // Submits a one-off command buffer and waits for it (uploads, readbacks, setup).
+  // Submits a one-off command buffer and waits for it (uploads, readbacks, setup). One at a time:
+  // `record` must not call one_shot itself.
   template <class F>
   void one_shot(F&& record);
 
@@ -220,8 +227,6 @@ class Context {
   // Host waits performed through this context (submit + fence wait), for statistics.
   uint64_t host_waits() const { return host_waits_; }
   void count_host_wait() { ++host_waits_; }
-
-  VkCommandPool command_pool() const { return pool_; }
 
   // Bytes of device memory currently allocated through this context's Buffers (the soak test
   // checks it does not grow from step to step).
@@ -237,9 +242,10 @@ class Context {
     VkBuffer in = VK_NULL_HANDLE;
     void* mapped = nullptr;
   };
-  // While a placer is set, MemoryKind::Device Buffers created on the setting thread ask it where
-  // to bind (the buffer's memory requirements) instead of allocating; it throws where it cannot
-  // place one. PairPack places two heads' states this way. An empty function unsets it.
+  // While a placer is set, MemoryKind::Device Buffers created on this context by the setting
+  // thread ask it where to bind (the buffer's memory requirements) instead of allocating; it
+  // throws where it cannot place one. Other threads are not affected. PairPack places two heads'
+  // states this way. An empty function unsets it.
   using Placer = std::function<Placement(const VkMemoryRequirements&)>;
   void set_placer(Placer placer);
   // Called by Buffer for its new buffer `b`: where to bind it (kept for placed_in), or a
@@ -266,18 +272,18 @@ class Context {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
+  VkCommandPool pool_ = VK_NULL_HANDLE;  // one_shot's, under one_shot_mutex_
+  VkFence fence_ = VK_NULL_HANDLE;       // one_shot's
+  std::mutex one_shot_mutex_;
+  std::mutex queue_mutex_;
   VolkDeviceTable vk_{};
   DeviceCaps caps_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t storage_range_limit_ = 0;
   BatchTiles batch_tiles_ = BatchTiles::Even;
   ContextOptions::QueueLock queue_lock_;
-  uint64_t host_waits_ = 0;
+  std::atomic<uint64_t> host_waits_{0};
   std::atomic<uint64_t> allocated_bytes_{0};
-  Placer placer_;
-  std::thread::id placer_thread_;
   mutable std::mutex placed_mutex_;
   std::unordered_map<VkBuffer, Placement> placed_;
   std::unique_ptr<PipelineCache> pipelines_;
@@ -287,6 +293,7 @@ class Context {
 
 template <class F>
 void Context::one_shot(F&& record) {
+  std::lock_guard lock(one_shot_mutex_);
   VkCommandBuffer cb;
   one_shot_begin(cb);
   record(cb);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,14 +93,17 @@ class PipelineCache {
  public:
   PipelineCache(Context& ctx, const std::string& dir);
   ~PipelineCache();
+  // Safe from several threads: a pipeline not made yet is compiled outside the lock (another
+  // thread may make the same one meanwhile; the first kept wins).
   const Pipeline& get(const PipelineDesc& desc);
   const std::string& path() const { return path_; }
-  size_t size() const { return pipelines_.size(); }  // pipelines created (on lavapipe each a compile)
+  size_t size() const;  // pipelines created (on lavapipe each a compile)
 
  private:
   Context& ctx_;
   std::string path_;
-  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;  // internally synchronized (created without the external bit)
+  mutable std::mutex mu_;                   // pipelines_
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };
 

@@ -140,6 +140,7 @@ class Sequence {
   void touch(VkBuffer b, bool write);
   bool hazard(VkBuffer b, bool write) const;
   Context& ctx_;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;

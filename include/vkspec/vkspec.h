@@ -27,7 +27,11 @@
  * work in flight, never for the application's). While vkspec_generate, vkspec_generation_start,
  * vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock: calls on other
  * contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate
- * (VKSPEC_ERROR_CANCELLED). vkspec_generate owns its context until it returns: a
+ * (VKSPEC_ERROR_CANCELLED). A start (vkspec_generation_start, or vkspec_generate's) that builds a
+ * step releases the lock while it builds, too: calls on other contexts go ahead; on its own
+ * context every call from another thread is refused with VKSPEC_ERROR_STATE until the start
+ * returns, but vkspec_timeline and vkspec_cancel (a cancel then ends whatever generation the
+ * context has when the start returns). vkspec_generate owns its context until it returns: a
  * vkspec_generation_start, vkspec_step_submit, vkspec_poll, vkspec_wait or vkspec_generate on
  * that context meanwhile (from another thread or a callback) is refused with VKSPEC_ERROR_STATE,
  * since it would restart the generation or take its tokens. A handle must not be destroyed while

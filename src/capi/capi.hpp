@@ -2,6 +2,7 @@
 // handles can be destroyed in any order, and each handle's last error text.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,8 @@ struct Runtime {
   // (vkspec_wait, vkspec_generate, a destroy): a poll, submit or cancel from another thread, on
   // any context, goes ahead meanwhile.
   std::recursive_mutex mu;
+  // Signalled when a context's step build (done without `mu`: vkspec_context::building) ends.
+  std::condition_variable_any built;
   ContextOptions::QueueLock app_lock;  // the application's queue lock, called inside ours
   std::unique_ptr<Context> ctx;
 };

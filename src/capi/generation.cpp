@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "capi/capi.hpp"
 
@@ -23,6 +24,11 @@ struct vkspec_context : Handle {
   // Inside vkspec_generate, which owns the generation until it returns: a start, submit, poll or
   // wait from another thread (or a callback) would restart it or take its tokens, so they are refused.
   bool generating = false;
+  // While vkspec_generation_start (or vkspec_generate's start) builds a new step without the
+  // runtime's lock: other calls on this context are refused meanwhile, but vkspec_timeline and
+  // vkspec_cancel (kept for when the start returns).
+  bool building = false;
+  bool cancel_requested = false;  // a vkspec_cancel during the build: applied when the start returns
   uint32_t budget_us = 0, total = 0;
   // Measured GPU time per step: submission to observed completion, over the steps it chained.
   double step_us = 0;
@@ -60,10 +66,42 @@ Strategy strategy_of(const vkspec_strategy& field) {
 // generation is touched: a start that is refused leaves it as it was.
 void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock);
 void require_not_generating(const vkspec_context* c, const char* call);
+void require_not_building(const vkspec_context* c, const char* call);
+
+// An Engine for `o`, built without the runtime's lock: a new step is pipelines, buffers and a
+// recorded command buffer (62–156 ms warm on lavapipe, about a second cold), and calls on other
+// contexts go ahead meanwhile. The Context, its pipeline cache and the shared weights are safe to
+// use from several threads; this context's own state is not, so calls on it are refused until
+// the build ends (`building`), but vkspec_timeline and vkspec_cancel. The lock is held again on return
+// or throw.
+std::unique_ptr<Engine> build_unlocked(vkspec_context* c, const EngineOptions& o, std::unique_lock<std::recursive_mutex>& lock) {
+  struct Relock {
+    vkspec_context* c;
+    std::unique_lock<std::recursive_mutex>& lock;
+    ~Relock() {
+      lock.lock();
+      c->building = false;
+      c->m->rt->built.notify_all();
+    }
+  };
+  const Model& m = *c->m;
+  c->building = true;
+  Relock relock{c, lock};
+  lock.unlock();
+  return std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+}
 
 // `in_generate`: called by vkspec_generate, which owns the context; else by vkspec_generation_start.
 void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock,
            bool in_generate) {
+  // A vkspec_cancel made while the step was built (without the lock) ends whatever generation
+  // the context has once this start returns: the new one, or the old one where the start failed.
+  struct ApplyCancel {
+    vkspec_context* c;
+    ~ApplyCancel() {
+      if (std::exchange(c->cancel_requested, false) && c->started) c->engine->cancel(), c->cancelled = true;
+    }
+  } apply_cancel{c};
   Model& m = *c->m;
   EngineOptions o;
   o.names = &kCApiOptionNames;  // errors name the struct fields, not the command line's flags
@@ -101,9 +139,8 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
   }
   // A vkspec_generate may have taken the context while the lock was released: it owns it now.
   if (!in_generate) require_not_generating(c, "vkspec_generation_start");
-  std::unique_ptr<Engine> fresh;     // checks the options; on a throw the running engine is untouched
-  if (!c->engine || !c->engine->records_same_step(o))
-    fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
+  std::unique_ptr<Engine> fresh;  // checks the options; on a throw the running engine is untouched
+  if (!c->engine || !c->engine->records_same_step(o)) fresh = build_unlocked(c, o, lock);
   (fresh ? *fresh : *c->engine).check_fits(prompt, p.max_tokens);
   if (!fresh) c->engine->retune(o);  // checks the values first: on a throw nothing changed
   // Checked: from here the running generation ends.
@@ -182,11 +219,20 @@ void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lo
   lock.unlock();
   const VkResult r = ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
   lock.lock();
+  // Another thread's start may have begun building this context's step meanwhile (the lock was
+  // free, so this thread held it once, and waiting here releases it): its end, before any use.
+  c->m->rt->built.wait(lock, [c] { return !c->building; });
   VKSPEC_VK(r);
 }
 
 void require_started(const vkspec_context* c) {
   if (!c->started) throw StateError("no generation on this context: call vkspec_generation_start first");
+}
+
+void require_not_building(const vkspec_context* c, const char* call) {
+  if (c->building)
+    throw StateError(std::string(call) + ": vkspec_generation_start is building this context's decoding step on another "
+                     "thread; call again once it returns");
 }
 
 void require_not_generating(const vkspec_context* c, const char* call) {
@@ -256,6 +302,7 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p) {
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec_generation_params* p) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generation_start: params are required");
+    require_not_building(c, "vkspec_generation_start");
     require_not_generating(c, "vkspec_generation_start");
     start(c, *p, lock_, /*in_generate=*/false);
     return VKSPEC_OK;
@@ -264,6 +311,7 @@ VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec
 
 VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_building(c, "vkspec_step_submit");
     require_not_generating(c, "vkspec_step_submit");
     require_started(c);
     if (steps > 64) throw Error("vkspec_step_submit: at most 64 steps per submission, got " + std::to_string(steps));
@@ -279,6 +327,7 @@ VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
 VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!out) throw Error("vkspec_poll: out is required");
+    require_not_building(c, "vkspec_poll");
     require_not_generating(c, "vkspec_poll");
     require_started(c);
     poll(c, out);
@@ -288,6 +337,7 @@ VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out)
 
 VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_building(c, "vkspec_wait");
     require_not_generating(c, "vkspec_wait");
     require_started(c);
     wait_unlocked(c, lock_);
@@ -298,6 +348,10 @@ VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
 
 VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    if (c->building) {  // a start on another thread builds the step: it applies the cancel when done
+      c->cancel_requested = true;
+      return VKSPEC_OK;
+    }
     require_started(c);
     c->engine->cancel();
     c->cancelled = true;
@@ -316,6 +370,7 @@ VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* c, VkSemaphore* semapho
 
 VKSPEC_API vkspec_status vkspec_fence(vkspec_context* c, VkFence* fence) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_building(c, "vkspec_fence");
     require_started(c);
     if (!fence) throw Error("vkspec_fence: fence is required");
     *fence = c->engine->fence();
@@ -328,6 +383,7 @@ VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generat
                                          vkspec_text_fn on_text, void* user) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generate: params are required");
+    require_not_building(c, "vkspec_generate");
     require_not_generating(c, "vkspec_generate");
     c->generating = true;  // from before the start, whose wait for older work releases the lock
     struct Release {
