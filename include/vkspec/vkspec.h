@@ -18,8 +18,9 @@
  *
  * THREAD SAFETY. Every function may be called from any thread. Calls on a runtime and on the
  * models and contexts made on it take that runtime's one internal lock: they serialize, never
- * race (so a vkspec_model_load on one thread delays a vkspec_poll on another until it is done;
- * runtimes on different devices are independent). vkspec_poll, vkspec_step_submit and
+ * race (runtimes on different devices are independent). vkspec_model_load does not take it (it
+ * builds a new object, reading files and uploading): a load on one thread does not delay a
+ * vkspec_poll on another. vkspec_poll, vkspec_step_submit and
  * vkspec_cancel never wait for the GPU. The blocking calls are vkspec_model_load,
  * vkspec_context_create (they upload and build), vkspec_generate, vkspec_generation_start (it
  * waits for the previous generation's work in flight, and a start with a new strategy, draft
@@ -35,8 +36,8 @@
  * vkspec_generation_start, vkspec_step_submit, vkspec_poll, vkspec_wait or vkspec_generate on
  * that context meanwhile (from another thread or a callback) is refused with VKSPEC_ERROR_STATE,
  * since it would restart the generation or take its tokens. A handle must not be destroyed while
- * another thread is in a call on it. Callbacks run on the calling thread, inside the call, with the lock held; they must not
- * call back into the same context.
+ * another thread is in a call on it. Callbacks run on the calling thread, inside the call, with the lock held (a load's
+ * progress callback without it); they must not call back into the same context.
  *
  * SHARED QUEUE. Vulkan requires external synchronization of a VkQueue. If the application submits
  * to the queue it gives vkspec from another thread, it passes queue_lock/queue_unlock: every

@@ -404,7 +404,9 @@ VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_mo
 
 VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* d, vkspec_model** out) {
   if (!rt) return set_thread_error("vkspec_model_load: no runtime"), VKSPEC_ERROR_INVALID_ARGUMENT;
-  std::lock_guard<std::recursive_mutex> lock(rt->rt->mu);
+  // Without the runtime's lock: a load reads files and uploads for seconds, and touches nothing
+  // but the new model and the Context (safe from several threads), so other contexts keep
+  // polling and submitting meanwhile.
   vkspec_status st = VKSPEC_OK;
   try {
     rt->err.clear();

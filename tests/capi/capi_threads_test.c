@@ -9,8 +9,9 @@
  * another context returns (before, the whole build held the runtime's lock and the poll waited
  * for it: here that is a deadlock, so the wait has a deadline and missing it fails); a poll on
  * the building context is refused with VKSPEC_ERROR_STATE naming the start; vkspec_timeline
- * answers; vkspec_cancel is accepted and ends the generation the start begins. Every generation
- * gives plain greedy decoding's tokens, both contexts interleaved with the builds. */
+ * answers; vkspec_cancel is accepted and ends the generation the start begins. Inside a model
+ * load (its progress callback), a poll on another context returns too. Every generation gives plain greedy decoding's
+ * tokens, both contexts interleaved with the builds. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +35,7 @@ static void collect(Tokens* t, const uint32_t* ids, uint32_t n) {
 }
 
 /* What the prober thread does inside a build, and what it saw. */
-typedef enum { PROBE_POLLS, PROBE_CANCEL } ProbeKind;
+typedef enum { PROBE_POLLS, PROBE_CANCEL, PROBE_OTHER } ProbeKind;
 
 typedef struct Probe {
   pthread_mutex_t mu;
@@ -63,8 +64,11 @@ static void* prober(void* arg) {
     VkSemaphore sem = VK_NULL_HANDLE;
     uint64_t value = 0;
     p->timeline_s = vkspec_timeline(p->building, &sem, &value);
-  } else {
+  } else if (p->kind == PROBE_CANCEL) {
     p->cancel_s = vkspec_cancel(p->building);
+  } else {
+    vkspec_poll_result r;
+    p->other_s = vkspec_poll(p->other, &r);
   }
   pthread_mutex_lock(&p->mu);
   p->answered = 1;
@@ -75,10 +79,8 @@ static void* prober(void* arg) {
 
 static pthread_t g_prober;
 
-/* The queue lock: the first one taken after arming starts the prober and waits (30 s at most)
- * for its answers. */
-static void queue_lock(void* user) {
-  Probe* p = (Probe*)user;
+/* If armed: starts the prober and waits (30 s at most) for its answers. */
+static void run_probe(Probe* p) {
   pthread_mutex_lock(&p->mu);
   if (p->armed) {
     p->armed = 0;
@@ -95,7 +97,19 @@ static void queue_lock(void* user) {
     p->in_time = p->answered;
   }
   pthread_mutex_unlock(&p->mu);
+}
+
+/* The queue lock: the first one taken after arming runs the probe. */
+static void queue_lock(void* user) {
+  run_probe((Probe*)user);
   pthread_mutex_lock(&g_queue);
+}
+
+/* A load's progress: the first report after arming runs the probe. */
+static int on_progress(float fraction, const char* stage, void* user) {
+  (void)fraction, (void)stage;
+  run_probe((Probe*)user);
+  return 0;
 }
 
 static void queue_unlock(void* user) {
@@ -117,24 +131,33 @@ static void poll_to_end(vkspec_context* c, Tokens* t) {
   }
 }
 
-/* Starts `strategy` on `c` with the probe armed, and returns whether the probe ran inside it
- * and was answered while the build went on (the prober joined either way). */
-static int start_probed(vkspec_context* c, vkspec_generation_params p, vkspec_strategy strategy, ProbeKind kind) {
+static void arm(ProbeKind kind, vkspec_context* building) {
   pthread_mutex_lock(&g_probe.mu);
   g_probe.armed = 1, g_probe.fired = 0, g_probe.answered = 0, g_probe.in_time = 0, g_probe.kind = kind;
-  g_probe.building = c;
+  g_probe.building = building;
   pthread_mutex_unlock(&g_probe.mu);
-  p.strategy = strategy;
-  REQUIRE_OK(vkspec_generation_start(c, &p), c);
+}
+
+/* After the call the probe was armed for: whether the probe ran inside it and was answered
+ * while the call went on (the prober joined either way). */
+static int probed(void) {
   pthread_mutex_lock(&g_probe.mu);
   const int fired = g_probe.fired, in_time = g_probe.in_time;
   g_probe.armed = 0;
   pthread_mutex_unlock(&g_probe.mu);
   if (fired) pthread_join(g_prober, NULL); /* its answers are read after this */
   CHECK(fired);
-  if (fired && !in_time) fprintf(stderr, "the other thread's calls did not return while the step was built\n");
+  if (fired && !in_time) fprintf(stderr, "the other thread's calls did not return while the call went on\n");
   CHECK(!fired || in_time);
   return fired && in_time;
+}
+
+/* Starts `strategy` on `c` with the probe armed: probed(). */
+static int start_probed(vkspec_context* c, vkspec_generation_params p, vkspec_strategy strategy, ProbeKind kind) {
+  arm(kind, c);
+  p.strategy = strategy;
+  REQUIRE_OK(vkspec_generation_start(c, &p), c);
+  return probed();
 }
 
 static int same(const Tokens* a, const Tokens* b) { return a->n == b->n && memcmp(a->ids, b->ids, a->n * 4) == 0; }
@@ -215,6 +238,19 @@ int main(int argc, char** argv) {
   Tokens from_b = g_probe.other_got; /* the prober's poll took b's first tokens */
   poll_to_end(b, &from_b);
   CHECK(same(&from_b, &ref));
+
+  /* A model load on this thread while another thread polls b: the poll returns inside the
+   * load (from its first progress report). */
+  {
+    vkspec_model_desc md2 = md;
+    md2.head1 = md2.head2 = NULL;
+    md2.progress = on_progress, md2.progress_user = &g_probe;
+    vkspec_model* second = NULL;
+    arm(PROBE_OTHER, NULL);
+    REQUIRE_OK(vkspec_model_load(rt, &md2, &second), rt);
+    if (probed()) CHECK(g_probe.other_s == VKSPEC_OK);
+    vkspec_model_destroy(second);
+  }
 
   vkspec_context_destroy(a);
   vkspec_context_destroy(b);
