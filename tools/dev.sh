@@ -106,14 +106,14 @@ case "${1:-}" in
     configure
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVKSPEC_SANITIZE=ON \
       -DVKSPEC_SHADERS_FROM="$PWD/build" >&2
-    # Only what the four entries below run: the suite binary, the CLI, the C API's hostile
-    # caller (with the shared library it links) and the two file tools the CLI checks call.
-    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli vkspec_capi_hostile_test make_random_gguf \
-      llama2c_to_gguf >&2
+    # Only what the five entries below run: the suite binary, the CLI, the C API's hostile and
+    # threaded callers (with the shared library they link) and the two file tools the CLI checks call.
+    cmake --build build-asan -j "$(nproc)" --target vkspec_tests vkspec_cli vkspec_capi_hostile_test \
+      vkspec_capi_threads_test make_random_gguf llama2c_to_gguf >&2
     cd build-asan
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
     export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-    exec ctest --output-on-failure -j 2 -R '^(suite_sanitized|cli|hostile|capi_hostile)$'
+    exec ctest --output-on-failure -j 2 -R '^(suite_sanitized|cli|hostile|capi_hostile|capi_threads)$'
     ;;
   soak)
     # Long run: VKSPEC_SOAK_TOKENS (default 10,000) tokens per strategy against ar, memory flat.
