@@ -4,12 +4,14 @@
 // Inf in the verifier's logits end the generation, naming the position, in every strategy alike.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "spec_fixtures.hpp"
 #include "vk_fixture.hpp"
 #include "vkspec/engine.hpp"
 #include "vkspec/gguf.hpp"
+#include "vkspec/gguf_writer.hpp"
 #include "vkspec/vkspec.h"
 
 using namespace vkspec;
@@ -346,5 +348,94 @@ TEST_CASE("C API: logits that are not finite end the generation with VKSPEC_ERRO
   CHECK(vkspec_step_submit(c, 1) == VKSPEC_DONE);
   vkspec_context_destroy(c);
   vkspec_model_destroy(m);
+  vkspec_runtime_destroy(rt);
+}
+
+// The demo verifier rewritten with `edit` applied to its metadata (tensors as they are).
+static void write_demo_with(const std::string& path, const std::function<void(GgufWriter&)>& edit) {
+  const GgufFile f = GgufFile::open(std::string(VKSPEC_SOURCE_DIR) + "/models/verifier.gguf");
+  GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) w.add_value(std::string(k), v);
+  edit(w);
+  for (const GgufTensor& t : f.tensors()) {
+    const uint8_t* d = f.data(t).data();
+    w.add_tensor(std::string(t.name), t.dims, t.type, std::vector<uint8_t>(d, d + t.n_bytes));
+  }
+  w.write(path);
+}
+
+// What a load notices and goes on without is the application's to read: an optional token id
+// past the vocabulary (ignored, as llama.cpp does), a tokenizer the keys do not make (the model
+// loads without it: ids work, text is refused with the reason), a context above the trained one.
+TEST_CASE("C API: vkspec_model_warnings names what the load went on without") {
+  vkspec_runtime_desc rd;
+  vkspec_runtime_desc_init(&rd);
+  rd.validation = 1;
+  rd.pipeline_cache_dir = "-";
+  vkspec_runtime* rt = nullptr;
+  REQUIRE(vkspec_runtime_create(&rd, &rt) == VKSPEC_OK);
+  const uint32_t V = uint32_t(
+      GgufFile::open(std::string(VKSPEC_SOURCE_DIR) + "/models/verifier.gguf").get_array("tokenizer.ggml.tokens", GgufType::STRING).count);
+  const auto load = [&](const std::string& path, uint32_t context, vkspec_model** m) {
+    vkspec_model_desc md;
+    vkspec_model_desc_init(&md);
+    md.path = path.c_str();
+    md.context_tokens = context;
+    return vkspec_model_load(rt, &md, m);
+  };
+  {  // The demo as it is: nothing to say.
+    vkspec_model* m = nullptr;
+    REQUIRE(load(std::string(VKSPEC_SOURCE_DIR) + "/models/verifier.gguf", 0, &m) == VKSPEC_OK);
+    CHECK(std::string(vkspec_model_warnings(m)).empty());
+    // A context one past the trained one: accepted, and said.
+    const uint32_t trained = vkspec_model_trained_context(m);
+    vkspec_model_destroy(m);
+    REQUIRE(trained > 0);
+    REQUIRE(load(std::string(VKSPEC_SOURCE_DIR) + "/models/verifier.gguf", trained + 1, &m) == VKSPEC_OK);
+    CHECK(std::string(vkspec_model_warnings(m)) ==
+          "vkspec_model_desc.context_tokens " + std::to_string(trained + 1) + " exceeds the model's trained context of " +
+              std::to_string(trained) + " tokens; output past it is unreliable\n");
+    vkspec_model_destroy(m);
+  }
+  {  // A padding id one past the vocabulary: ignored, the tokenizer kept.
+    TempFile file("capi_pad.gguf");
+    write_demo_with(file.path, [&](GgufWriter& w) { w.add_u32("tokenizer.ggml.padding_token_id", V); });
+    vkspec_model* m = nullptr;
+    REQUIRE_MESSAGE(load(file.path, 0, &m) == VKSPEC_OK, vkspec_last_error(rt));
+    const std::string w = vkspec_model_warnings(m);
+    CHECK(w.find("'tokenizer.ggml.padding_token_id': token id " + std::to_string(V) + " is out of range") != std::string::npos);
+    CHECK(std::count(w.begin(), w.end(), '\n') == 1);
+    uint32_t ids[64], n = 0;
+    CHECK(vkspec_tokenize(m, "Hello", ids, 64, &n) == VKSPEC_OK);
+    CHECK(n > 0);
+    vkspec_model_destroy(m);
+  }
+  {  // A bos id past the vocabulary: no tokenizer, said at load and at every use of text.
+    TempFile file("capi_bos.gguf");
+    write_demo_with(file.path, [&](GgufWriter& w) { w.add_u32("tokenizer.ggml.bos_token_id", V); });
+    vkspec_model* m = nullptr;
+    REQUIRE_MESSAGE(load(file.path, 0, &m) == VKSPEC_OK, vkspec_last_error(rt));
+    const std::string w = vkspec_model_warnings(m);
+    CHECK(w.find("'tokenizer.ggml.bos_token_id': token id " + std::to_string(V) + " is out of range") != std::string::npos);
+    CHECK(w.find("prompt_text unavailable, give prompt_ids\n") != std::string::npos);
+    uint32_t ids[64], n = 0;
+    CHECK(vkspec_tokenize(m, "Hello", ids, 64, &n) == VKSPEC_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(vkspec_last_error(m)).find("its tokenizer could not be loaded") != std::string::npos);
+    vkspec_context* c = nullptr;
+    REQUIRE(vkspec_context_create(m, nullptr, &c) == VKSPEC_OK);
+    vkspec_generation_params gp;
+    vkspec_generation_params_init(&gp);
+    gp.prompt_text = "Hello";
+    CHECK(vkspec_generation_start(c, &gp) == VKSPEC_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(vkspec_last_error(c)).find("bos_token_id") != std::string::npos);
+    const uint32_t prompt[] = {1, 72, 101, 108};
+    gp.prompt_text = nullptr, gp.prompt_ids = prompt, gp.prompt_count = 4, gp.max_tokens = 4;
+    CHECK(vkspec_generate(c, &gp, nullptr, nullptr, nullptr) == VKSPEC_OK);
+    vkspec_context_destroy(c);
+    vkspec_model_destroy(m);
+  }
+  CHECK(vkspec_model_warnings(nullptr) == std::string());
+  const uint32_t messages = vkspec_runtime_validation_messages(rt);
+  CHECK_MESSAGE(messages == 0, vkspec_last_error(rt));
   vkspec_runtime_destroy(rt);
 }

@@ -222,6 +222,12 @@ VKSPEC_API void vkspec_model_desc_init(vkspec_model_desc* desc);
 VKSPEC_API vkspec_status vkspec_model_memory(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_memory* out);
 VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_model_desc* desc, vkspec_model** out);
 VKSPEC_API void vkspec_model_destroy(vkspec_model* model);
+/* What vkspec_model_load noticed and went on without, one line each ("\n"-terminated), "" if
+ * nothing (and for a NULL model): a tokenizer key that names no token and is ignored; a
+ * tokenizer the file's keys do not make (the model loads without it: prompt_ids work,
+ * prompt_text is refused with the reason); a context_tokens above the trained context. Valid
+ * while the model lives. */
+VKSPEC_API const char* vkspec_model_warnings(const vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* model);
 /* The KV capacity in tokens every context of this model has (vkspec_model_desc.context_tokens,
  * or the default it chose), and the context the model was trained for (the GGUF's
@@ -232,7 +238,7 @@ VKSPEC_API uint32_t vkspec_model_context_tokens(const vkspec_model* model);
 VKSPEC_API uint32_t vkspec_model_trained_context(const vkspec_model* model);
 /* The ids that end a generation where llama.cpp's tools stop (the GGUF's eos, eot and eom token
  * ids, each once; an eot or eom id past the vocabulary names no token and is left out, as
- * llama.cpp leaves it out): pass them in vkspec_generation_params.stop_ids to stop there. Writes at most
+ * llama.cpp leaves it out, with a line in vkspec_model_warnings): pass them in vkspec_generation_params.stop_ids to stop there. Writes at most
  * `cap` ids; *count is how many there are (0 for a model without a tokenizer). */
 VKSPEC_API vkspec_status vkspec_model_end_of_generation(const vkspec_model* model, uint32_t* ids, uint32_t cap,
                                                         uint32_t* count);

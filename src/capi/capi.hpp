@@ -37,6 +37,8 @@ struct Model {
   std::shared_ptr<Runtime> rt;  // first: destroyed last
   std::unique_ptr<GgufFile> file;
   std::optional<Tokenizer> tokenizer;
+  std::string tokenizer_error;  // why a file's tokenizer could not be loaded ("" if it was, or has none)
+  std::string warnings;         // what the load noticed and went on without, a line each (vkspec_model_warnings)
   std::string head1, head2;
   ModelOptions model_opts;  // context resolved at load: what every context's state gets
   uint32_t head_rows = 0;
@@ -46,6 +48,9 @@ struct Model {
   void load(vkspec_progress_fn progress, void* user);  // the weights, once
   ~Model();
 };
+// Why text cannot be tokenized: the file has no tokenizer, or its tokenizer failed to load (the
+// reason); `instead` is what to give.
+std::string no_tokenizer(const Model& m, const char* instead);
 
 // One context's generation state over its model's shared weights: its own KV caches and
 // scratch (LlamaModel and EagleHead own those and share the weights).

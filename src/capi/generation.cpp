@@ -121,7 +121,7 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
   o.stop_tokens.assign(p.stop_ids, p.stop_ids + p.stop_count);
   std::vector<uint32_t> prompt;
   if (p.prompt_text) {
-    if (!m.tokenizer) throw ArgumentError(m.file->path() + " carries no tokenizer: give prompt_ids instead of prompt_text");
+    if (!m.tokenizer) throw ArgumentError(no_tokenizer(m, "prompt_ids instead of prompt_text"));
     prompt = m.tokenizer->encode(p.prompt_text, m.tokenizer->add_bos(), false);
   } else {
     if (p.prompt_count && !p.prompt_ids) throw ArgumentError("prompt_count > 0 but prompt_ids is NULL");

@@ -210,6 +210,12 @@ Instance::Instance(const Model& m) {
   if (m.w2) head2 = std::make_unique<EagleHead>(m.w2, *model, model->capacity(), m.head_rows);
 }
 
+std::string no_tokenizer(const Model& m, const char* instead) {
+  if (!m.tokenizer_error.empty())
+    return m.file->path() + ": its tokenizer could not be loaded (" + m.tokenizer_error + "): give " + instead;
+  return m.file->path() + " carries no tokenizer: give " + instead;
+}
+
 Model::~Model() {
   if (!rt) return;
   std::lock_guard<std::recursive_mutex> lock(rt->mu);  // the weights' buffers go under the runtime's lock
@@ -421,8 +427,23 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
         throw ArgumentError(std::string("vkspec_model_desc.") + e.what());
       }
     m->file = std::make_unique<GgufFile>(GgufFile::open(d->path));
-    if (m->file->has("tokenizer.ggml.model") && m->file->has("tokenizer.ggml.tokens")) m->tokenizer = Tokenizer::from_gguf(*m->file);
+    // A tokenizer the file's keys do not make is not the weights' fault: the model loads without
+    // it (prompt_ids still work; prompt_text is refused with the reason), as the CLI does, and
+    // vkspec_model_warnings says so.
+    if (m->file->has("tokenizer.ggml.model") && m->file->has("tokenizer.ggml.tokens")) {
+      try {
+        m->tokenizer = Tokenizer::from_gguf(*m->file);
+        for (const std::string& w : m->tokenizer->ignored_keys()) m->warnings += w + "\n";
+      } catch (const Error& e) {
+        m->tokenizer_error = e.what();
+        m->warnings += m->tokenizer_error + "; prompt_text unavailable, give prompt_ids\n";
+      }
+    }
     m->load(d->progress, d->progress_user);
+    if (const int trained = m->verifier->config().ctx; trained > 0 && m->model_opts.context > uint32_t(trained))
+      m->warnings += "vkspec_model_desc.context_tokens " + std::to_string(m->model_opts.context) +
+                     " exceeds the model's trained context of " + std::to_string(trained) +
+                     " tokens; output past it is unreliable\n";
     auto* h = new vkspec_model;
     h->m = std::move(m);
     *out = h;
@@ -434,6 +455,8 @@ VKSPEC_API vkspec_status vkspec_model_load(vkspec_runtime* rt, const vkspec_mode
 }
 
 VKSPEC_API void vkspec_model_destroy(vkspec_model* m) { delete m; }
+
+VKSPEC_API const char* vkspec_model_warnings(const vkspec_model* m) { return m ? m->m->warnings.c_str() : ""; }
 
 VKSPEC_API uint32_t vkspec_model_vocab_size(const vkspec_model* m) {
   return m && m->m->verifier ? uint32_t(m->m->verifier->config().V) : 0;
@@ -463,7 +486,7 @@ VKSPEC_API vkspec_status vkspec_tokenize(vkspec_model* m, const char* text, uint
   std::lock_guard<std::recursive_mutex> lock(m->m->rt->mu);  // it writes m->err
   VKSPEC_CAPI_GUARD(m->err, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!text || !count || (cap && !ids)) throw Error("vkspec_tokenize: text, count (and ids when cap > 0) are required");
-    if (!m->m->tokenizer) throw Error(m->m->file->path() + " carries no tokenizer: give prompt ids");
+    if (!m->m->tokenizer) throw Error(no_tokenizer(*m->m, "prompt ids"));
     const std::vector<uint32_t> v = m->m->tokenizer->encode(text, m->m->tokenizer->add_bos(), false);
     *count = uint32_t(v.size());
     std::copy_n(v.begin(), std::min<size_t>(cap, v.size()), ids);
