@@ -206,10 +206,11 @@ class Context {
   uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
                        VkMemoryPropertyFlags preferred = 0) const;
 
-  // THREADS. A Context may be used from several threads at once as long as each Sequence,
-  // Buffer and model is used by one thread at a time: its queue, its one-shot command buffer,
-  // its pipeline cache and its counters are synchronized here, and every Sequence records into a
-  // command pool of its own. (The C API builds one context's step while others submit and poll.)
+  // THREADS. A Context may be used from several threads at once as long as each Sequence, and
+  // each Buffer written, is used by one thread at a time (weights only read may be shared, their
+  // texel views made once): the queue, the one-shot command buffer, the pipeline cache and the
+  // counters are synchronized here, and every Sequence records into a command pool of its own.
+  // (The C API builds one context's step while others submit and poll.)
 
   // vkQueueSubmit under this context's queue mutex, then the caller's queue lock
   // (ContextOptions::queue_lock), in that order.

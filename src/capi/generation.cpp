@@ -278,8 +278,11 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
   {
     std::unique_lock<std::recursive_mutex> lock(m->rt->mu);
     try {
-      // Its own work in flight, waited for without the lock; then the engine goes. The timeline
-      // value covers every submission, so the semaphore's signal is waited for too.
+      // A start building its step on another thread (a misuse: the handle is destroyed while
+      // that call is in it) is let finish first. Then its own work in flight, waited for without
+      // the lock; then the engine goes. The timeline value covers every submission, so the
+      // semaphore's signal is waited for too.
+      m->rt->built.wait(lock, [c] { return !c->building; });
       wait_unlocked(c, lock);
       c->engine.reset();
       const Context& ctx = *m->rt->ctx;
