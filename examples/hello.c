@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   md.path = verifier, md.head1 = head1, md.head2 = head2;
   vkspec_model* model;
   if (vkspec_model_load(rt, &md, &model) != VKSPEC_OK) return fprintf(stderr, "%s\n", vkspec_last_error(rt)), 1;
+  fputs(vkspec_model_warnings(model), stderr); /* what the load went on without, if anything */
   vkspec_context* ctx;
   if (vkspec_context_create(model, NULL, &ctx) != VKSPEC_OK) return fprintf(stderr, "%s\n", vkspec_last_error(model)), 1;
 
