@@ -291,6 +291,17 @@ TEST_CASE_FIXTURE(VkTest, "engine: a token whose embedding is NaN ends the gener
   CHECK(faulted == std::size(all));  // prompt pi met X where its clean output has it, in every strategy
 }
 
+// A C API runtime on vkspec's own device with validation on, no pipeline cache file.
+static vkspec_runtime* validated_runtime() {
+  vkspec_runtime_desc rd;
+  vkspec_runtime_desc_init(&rd);
+  rd.validation = 1;
+  rd.pipeline_cache_dir = "-";
+  vkspec_runtime* rt = nullptr;
+  REQUIRE(vkspec_runtime_create(&rd, &rt) == VKSPEC_OK);
+  return rt;
+}
+
 // The C API's side of it: the demo verifier with output_norm all 3e38 (finite, loads) computes
 // logits that are not finite at the prompt's last row, so nothing is emitted: vkspec_generate
 // and, in a frame loop, vkspec_poll return VKSPEC_ERROR_MODEL, and the error names the position.
@@ -311,12 +322,7 @@ TEST_CASE("C API: logits that are not finite end the generation with VKSPEC_ERRO
   }
   test::TempFile file("capi_overflow.gguf");
   file.write(bytes);
-  vkspec_runtime_desc rd;
-  vkspec_runtime_desc_init(&rd);
-  rd.validation = 1;
-  rd.pipeline_cache_dir = "-";
-  vkspec_runtime* rt = nullptr;
-  REQUIRE(vkspec_runtime_create(&rd, &rt) == VKSPEC_OK);
+  vkspec_runtime* rt = validated_runtime();
   vkspec_model_desc md;
   vkspec_model_desc_init(&md);
   md.path = file.path.c_str();
@@ -368,12 +374,7 @@ static void write_demo_with(const std::string& path, const std::function<void(Gg
 // past the vocabulary (ignored, as llama.cpp does), a tokenizer the keys do not make (the model
 // loads without it: ids work, text is refused with the reason), a context above the trained one.
 TEST_CASE("C API: vkspec_model_warnings names what the load went on without") {
-  vkspec_runtime_desc rd;
-  vkspec_runtime_desc_init(&rd);
-  rd.validation = 1;
-  rd.pipeline_cache_dir = "-";
-  vkspec_runtime* rt = nullptr;
-  REQUIRE(vkspec_runtime_create(&rd, &rt) == VKSPEC_OK);
+  vkspec_runtime* rt = validated_runtime();
   const uint32_t V = uint32_t(
       GgufFile::open(std::string(VKSPEC_SOURCE_DIR) + "/models/verifier.gguf").get_array("tokenizer.ggml.tokens", GgufType::STRING).count);
   const auto load = [&](const std::string& path, uint32_t context, vkspec_model** m) {

@@ -22,21 +22,13 @@
 #include <unistd.h>
 
 #include "capi_check.h"
+#include "capi_poll.h"
 #include "vkspec/vkspec.h"
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct Tokens {
-  uint32_t ids[512];
-  uint32_t n;
-} Tokens;
-
-static void collect(Tokens* t, const uint32_t* ids, uint32_t n) {
-  for (uint32_t i = 0; i < n && t->n < 512; ++i) t->ids[t->n++] = ids[i];
 }
 
 /* Everything a generation's polls gave: its tokens and the bytes of its text. */
@@ -52,20 +44,6 @@ static void poll_into(vkspec_context* c, Polled* p, vkspec_poll_result* r) {
   collect(&p->t, r->tokens, r->count);
   CHECK(r->text[r->text_length] == 0);
   if (p->text_n + r->text_length < sizeof p->text) memcpy(p->text + p->text_n, r->text, r->text_length), p->text_n += r->text_length;
-}
-
-/* Polls a started generation to its end, submitting whenever the GPU is idle. */
-static void poll_to_end(vkspec_context* c, Tokens* t) {
-  for (;;) {
-    vkspec_poll_result r;
-    REQUIRE_OK(vkspec_poll(c, &r), c);
-    collect(t, r.tokens, r.count);
-    if (r.done && !r.in_flight) return;
-    if (!r.in_flight) {
-      vkspec_status s = vkspec_step_submit(c, 2);
-      CHECK(s == VKSPEC_OK || s == VKSPEC_DONE);
-    }
-  }
 }
 
 /* ---- vkspec_cancel from another thread while vkspec_generate runs ---- */

@@ -21,18 +21,10 @@
 #include <time.h>
 
 #include "capi_check.h"
+#include "capi_poll.h"
 #include "vkspec/vkspec.h"
 
 enum { kMaxTokens = 40 };
-
-typedef struct Tokens {
-  uint32_t ids[256];
-  uint32_t n;
-} Tokens;
-
-static void collect(Tokens* t, const uint32_t* ids, uint32_t n) {
-  for (uint32_t i = 0; i < n && t->n < 256; ++i) t->ids[t->n++] = ids[i];
-}
 
 /* What the prober thread does inside a build, and what it saw. */
 typedef enum { PROBE_POLLS, PROBE_CANCEL, PROBE_OTHER } ProbeKind;
@@ -115,20 +107,6 @@ static int on_progress(float fraction, const char* stage, void* user) {
 static void queue_unlock(void* user) {
   (void)user;
   pthread_mutex_unlock(&g_queue);
-}
-
-/* Polls a started generation to its end, submitting whenever the GPU is idle. */
-static void poll_to_end(vkspec_context* c, Tokens* t) {
-  for (;;) {
-    vkspec_poll_result r;
-    REQUIRE_OK(vkspec_poll(c, &r), c);
-    collect(t, r.tokens, r.count);
-    if (r.done && !r.in_flight) return;
-    if (!r.in_flight) {
-      vkspec_status s = vkspec_step_submit(c, 2);
-      CHECK(s == VKSPEC_OK || s == VKSPEC_DONE);
-    }
-  }
 }
 
 static void arm(ProbeKind kind, vkspec_context* building) {
