@@ -28,11 +28,11 @@
  * work in flight, never for the application's). While vkspec_generate, vkspec_generation_start,
  * vkspec_wait or vkspec_context_destroy waits for the GPU it releases the lock: calls on other
  * contexts go ahead, and vkspec_cancel from another thread ends a vkspec_generate
- * (VKSPEC_ERROR_CANCELLED). A start (vkspec_generation_start, or vkspec_generate's) that builds a
- * step releases the lock while it builds, too: calls on other contexts go ahead; on its own
- * context every call from another thread is refused with VKSPEC_ERROR_STATE until the start
- * returns, but vkspec_timeline and vkspec_cancel (a cancel then ends whatever generation the
- * context has when the start returns). vkspec_generate owns its context until it returns: a
+ * (VKSPEC_ERROR_CANCELLED). A start (vkspec_generation_start, or vkspec_generate's) also
+ * releases the lock while it builds a step and records and submits the prompt's prefill: calls
+ * on other contexts go ahead. While a start is in progress, every call on its context from
+ * another thread is refused with VKSPEC_ERROR_STATE, but vkspec_cancel (it then ends whatever
+ * generation the context has when the start returns). vkspec_generate owns its context until it returns: a
  * vkspec_generation_start, vkspec_step_submit, vkspec_poll, vkspec_wait or vkspec_generate on
  * that context meanwhile (from another thread or a callback) is refused with VKSPEC_ERROR_STATE,
  * since it would restart the generation or take its tokens. A handle must not be destroyed while
@@ -41,8 +41,8 @@
  *
  * SHARED QUEUE. Vulkan requires external synchronization of a VkQueue. If the application submits
  * to the queue it gives vkspec from another thread, it passes queue_lock/queue_unlock: every
- * vkQueueSubmit vkspec makes is bracketed by them. vkspec calls queue_lock while it holds its own
- * lock, so the order is always vkspec's lock, then the queue lock: the application must not call
+ * vkQueueSubmit vkspec makes is bracketed by them. vkspec may call queue_lock while it holds its
+ * own locks, so the order is always vkspec's locks, then the queue lock: the application must not call
  * a vkspec function while it holds its queue lock (that order reversed is a deadlock). vkspec never calls vkQueueWaitIdle or
  * vkDeviceWaitIdle on a borrowed device; it waits only on its own fences.
  *

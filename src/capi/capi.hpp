@@ -18,14 +18,16 @@
 
 namespace vkspec::capi {
 
-// The device. Every C call on a runtime, or on a model or context made on it, holds `mu`: calls
-// serialize (the Context's one-shot fence, its command pool and the queue are single-threaded).
+// The device. Every C call on a runtime, or on a model or context made on it, holds `mu` (but a
+// model load: it touches only the new model and the Context, which is safe from several threads),
+// so calls on one context or model serialize.
 struct Runtime {
   // Held by every call but while a blocking call waits for its own submission on the GPU
-  // (vkspec_wait, vkspec_generate, a destroy): a poll, submit or cancel from another thread, on
-  // any context, goes ahead meanwhile.
+  // (vkspec_wait, vkspec_generate, a start, a destroy) and while a start builds and submits (its
+  // context's other calls refused meanwhile): a poll, submit or cancel from another thread, on
+  // any other context, goes ahead meanwhile.
   std::recursive_mutex mu;
-  // Signalled when a context's step build (done without `mu`: vkspec_context::building) ends.
+  // Signalled when the part of a context's start done without `mu` ends (vkspec_context::start_unlocked).
   std::condition_variable_any built;
   ContextOptions::QueueLock app_lock;  // the application's queue lock, called inside ours
   std::unique_ptr<Context> ctx;

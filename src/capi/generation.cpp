@@ -24,11 +24,15 @@ struct vkspec_context : Handle {
   // Inside vkspec_generate, which owns the generation until it returns: a start, submit, poll or
   // wait from another thread (or a callback) would restart it or take its tokens, so they are refused.
   bool generating = false;
-  // While vkspec_generation_start (or vkspec_generate's start) builds a new step without the
-  // runtime's lock: other calls on this context are refused meanwhile, but vkspec_timeline and
-  // vkspec_cancel (kept for when the start returns).
-  bool building = false;
-  bool cancel_requested = false;  // a vkspec_cancel during the build: applied when the start returns
+  // A start (vkspec_generation_start, or vkspec_generate's) is in progress: from its beginning
+  // (in_start; it releases the lock while it waits for older work), and the part of it that runs
+  // without the runtime's lock (start_unlocked: the engine's build, its checks and the prefill's
+  // recording and submission). Meanwhile other threads' calls on this context are refused, but
+  // vkspec_cancel, kept in cancel_requested and applied to whatever generation the context has
+  // when the start returns.
+  bool in_start = false;
+  bool start_unlocked = false;
+  bool cancel_requested = false;
   uint32_t budget_us = 0, total = 0;
   // Measured GPU time per step: submission to observed completion, over the steps it chained.
   double step_us = 0;
@@ -66,42 +70,21 @@ Strategy strategy_of(const vkspec_strategy& field) {
 // generation is touched: a start that is refused leaves it as it was.
 void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lock);
 void require_not_generating(const vkspec_context* c, const char* call);
-void require_not_building(const vkspec_context* c, const char* call);
-
-// An Engine for `o`, built without the runtime's lock: a new step is pipelines, buffers and a
-// recorded command buffer (62–156 ms warm on lavapipe, about a second cold), and calls on other
-// contexts go ahead meanwhile. The Context, its pipeline cache and the shared weights are safe to
-// use from several threads; this context's own state is not, so calls on it are refused until
-// the build ends (`building`), but vkspec_timeline and vkspec_cancel. The lock is held again on return
-// or throw.
-std::unique_ptr<Engine> build_unlocked(vkspec_context* c, const EngineOptions& o, std::unique_lock<std::recursive_mutex>& lock) {
-  struct Relock {
-    vkspec_context* c;
-    std::unique_lock<std::recursive_mutex>& lock;
-    ~Relock() {
-      lock.lock();
-      c->building = false;
-      c->m->rt->built.notify_all();
-    }
-  };
-  const Model& m = *c->m;
-  c->building = true;
-  Relock relock{c, lock};
-  lock.unlock();
-  return std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
-}
+void require_not_starting(const vkspec_context* c, const char* call);
 
 // `in_generate`: called by vkspec_generate, which owns the context; else by vkspec_generation_start.
 void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_lock<std::recursive_mutex>& lock,
            bool in_generate) {
-  // A vkspec_cancel made while the step was built (without the lock) ends whatever generation
-  // the context has once this start returns: the new one, or the old one where the start failed.
-  struct ApplyCancel {
+  // A vkspec_cancel made from another thread during this start ends whatever generation the
+  // context has once the start returns: the new one, or the old one where the start failed.
+  struct EndStart {
     vkspec_context* c;
-    ~ApplyCancel() {
+    ~EndStart() {
+      c->in_start = false;
       if (std::exchange(c->cancel_requested, false) && c->started) c->engine->cancel(), c->cancelled = true;
     }
-  } apply_cancel{c};
+  } end_start{c};
+  c->in_start = true;
   Model& m = *c->m;
   EngineOptions o;
   o.names = &kCApiOptionNames;  // errors name the struct fields, not the command line's flags
@@ -128,8 +111,8 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
     prompt.assign(p.prompt_ids, p.prompt_ids + p.prompt_count);
   }
   // The running generation's work in flight (it stays resumable), waited for without the lock:
-  // calls on other contexts go ahead. Another thread may submit on this context meanwhile, so
-  // until the timeline stands still; the engine's own wait then finds it done.
+  // calls on other contexts go ahead (on this one they are refused: in_start). Until the timeline
+  // stands still; the engine's own wait then finds it done.
   if (c->engine) {
     for (uint64_t seen = c->timeline_value + 1; seen != c->timeline_value;) {
       seen = c->timeline_value;
@@ -139,8 +122,27 @@ void start(vkspec_context* c, const vkspec_generation_params& p, std::unique_loc
   }
   // A vkspec_generate may have taken the context while the lock was released: it owns it now.
   if (!in_generate) require_not_generating(c, "vkspec_generation_start");
+  // The rest without the runtime's lock: a new step is pipelines, buffers and a recorded command
+  // buffer (62–156 ms warm on lavapipe, about a second cold) and the prefill may need pipelines
+  // for its length, and calls on other contexts go ahead meanwhile. The Context, its pipeline
+  // cache and the shared weights are safe from several threads; this context's own state is not,
+  // so other threads' calls on it are refused until the start returns (start_unlocked). The lock
+  // is held again on return or throw.
+  struct Relock {
+    vkspec_context* c;
+    std::unique_lock<std::recursive_mutex>& lock;
+    ~Relock() {
+      lock.lock();
+      c->start_unlocked = false;
+      c->m->rt->built.notify_all();
+    }
+  };
+  c->start_unlocked = true;
+  Relock relock{c, lock};
+  lock.unlock();
   std::unique_ptr<Engine> fresh;  // checks the options; on a throw the running engine is untouched
-  if (!c->engine || !c->engine->records_same_step(o)) fresh = build_unlocked(c, o, lock);
+  if (!c->engine || !c->engine->records_same_step(o))
+    fresh = std::make_unique<Engine>(*m.rt->ctx, *c->inst->model, c->inst->head1.get(), c->inst->head2.get(), o);
   (fresh ? *fresh : *c->engine).check_fits(prompt, p.max_tokens);
   if (!fresh) c->engine->retune(o);  // checks the values first: on a throw nothing changed
   // Checked: from here the running generation ends.
@@ -219,9 +221,9 @@ void wait_unlocked(vkspec_context* c, std::unique_lock<std::recursive_mutex>& lo
   lock.unlock();
   const VkResult r = ctx.vk().vkWaitSemaphores(ctx.device(), &wi, UINT64_MAX);
   lock.lock();
-  // Another thread's start may have begun building this context's step meanwhile (the lock was
-  // free, so this thread held it once, and waiting here releases it): its end, before any use.
-  c->m->rt->built.wait(lock, [c] { return !c->building; });
+  // Another thread's start may have gone on without the lock meanwhile (the lock was free, so
+  // this thread held it once, and waiting here releases it): its end, before any use.
+  c->m->rt->built.wait(lock, [c] { return !c->start_unlocked; });
   VKSPEC_VK(r);
 }
 
@@ -229,10 +231,10 @@ void require_started(const vkspec_context* c) {
   if (!c->started) throw StateError("no generation on this context: call vkspec_generation_start first");
 }
 
-void require_not_building(const vkspec_context* c, const char* call) {
-  if (c->building)
-    throw StateError(std::string(call) + ": vkspec_generation_start is building this context's decoding step on another "
-                     "thread; call again once it returns");
+void require_not_starting(const vkspec_context* c, const char* call) {
+  if (c->in_start)
+    throw StateError(std::string(call) + ": a start (vkspec_generation_start or vkspec_generate) is in progress on this "
+                     "context on another thread; call again once it returns");
 }
 
 void require_not_generating(const vkspec_context* c, const char* call) {
@@ -278,11 +280,10 @@ VKSPEC_API void vkspec_context_destroy(vkspec_context* c) {
   {
     std::unique_lock<std::recursive_mutex> lock(m->rt->mu);
     try {
-      // A start building its step on another thread (a misuse: the handle is destroyed while
-      // that call is in it) is let finish first. Then its own work in flight, waited for without
-      // the lock; then the engine goes. The timeline value covers every submission, so the
-      // semaphore's signal is waited for too.
-      m->rt->built.wait(lock, [c] { return !c->building; });
+      // Its own work in flight, waited for without the lock; then the engine goes. The timeline
+      // value covers every submission, so the semaphore's signal is waited for too. (Destroying
+      // a context another thread is in a call on is a misuse, vkspec.h; a start going on without
+      // the lock is only waited for by wait_unlocked, which does not make that safe.)
       wait_unlocked(c, lock);
       c->engine.reset();
       const Context& ctx = *m->rt->ctx;
@@ -305,7 +306,7 @@ VKSPEC_API void vkspec_generation_params_init(vkspec_generation_params* p) {
 VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec_generation_params* p) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generation_start: params are required");
-    require_not_building(c, "vkspec_generation_start");
+    require_not_starting(c, "vkspec_generation_start");
     require_not_generating(c, "vkspec_generation_start");
     start(c, *p, lock_, /*in_generate=*/false);
     return VKSPEC_OK;
@@ -314,7 +315,7 @@ VKSPEC_API vkspec_status vkspec_generation_start(vkspec_context* c, const vkspec
 
 VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    require_not_building(c, "vkspec_step_submit");
+    require_not_starting(c, "vkspec_step_submit");
     require_not_generating(c, "vkspec_step_submit");
     require_started(c);
     if (steps > 64) throw Error("vkspec_step_submit: at most 64 steps per submission, got " + std::to_string(steps));
@@ -330,7 +331,7 @@ VKSPEC_API vkspec_status vkspec_step_submit(vkspec_context* c, uint32_t steps) {
 VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!out) throw Error("vkspec_poll: out is required");
-    require_not_building(c, "vkspec_poll");
+    require_not_starting(c, "vkspec_poll");
     require_not_generating(c, "vkspec_poll");
     require_started(c);
     poll(c, out);
@@ -340,7 +341,7 @@ VKSPEC_API vkspec_status vkspec_poll(vkspec_context* c, vkspec_poll_result* out)
 
 VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    require_not_building(c, "vkspec_wait");
+    require_not_starting(c, "vkspec_wait");
     require_not_generating(c, "vkspec_wait");
     require_started(c);
     wait_unlocked(c, lock_);
@@ -351,7 +352,7 @@ VKSPEC_API vkspec_status vkspec_wait(vkspec_context* c) {
 
 VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    if (c->building) {  // a start on another thread builds the step: it applies the cancel when done
+    if (c->in_start) {  // a start on another thread: it applies the cancel when it returns
       c->cancel_requested = true;
       return VKSPEC_OK;
     }
@@ -364,6 +365,7 @@ VKSPEC_API vkspec_status vkspec_cancel(vkspec_context* c) {
 
 VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* c, VkSemaphore* semaphore, uint64_t* value) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
+    require_not_starting(c, "vkspec_timeline");  // the start's prefill moves the value
     if (!semaphore || !value) throw Error("vkspec_timeline: semaphore and value are required");
     *semaphore = c->timeline;
     *value = c->timeline_value;
@@ -373,7 +375,7 @@ VKSPEC_API vkspec_status vkspec_timeline(vkspec_context* c, VkSemaphore* semapho
 
 VKSPEC_API vkspec_status vkspec_fence(vkspec_context* c, VkFence* fence) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
-    require_not_building(c, "vkspec_fence");
+    require_not_starting(c, "vkspec_fence");
     require_started(c);
     if (!fence) throw Error("vkspec_fence: fence is required");
     *fence = c->engine->fence();
@@ -386,7 +388,7 @@ VKSPEC_API vkspec_status vkspec_generate(vkspec_context* c, const vkspec_generat
                                          vkspec_text_fn on_text, void* user) {
   CTX_GUARD(c, VKSPEC_ERROR_INVALID_ARGUMENT, {
     if (!p) throw ArgumentError("vkspec_generate: params are required");
-    require_not_building(c, "vkspec_generate");
+    require_not_starting(c, "vkspec_generate");
     require_not_generating(c, "vkspec_generate");
     c->generating = true;  // from before the start, whose wait for older work releases the lock
     struct Release {

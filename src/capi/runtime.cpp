@@ -217,8 +217,9 @@ std::string no_tokenizer(const Model& m, const char* instead) {
 }
 
 Model::~Model() {
-  if (!rt) return;
-  std::lock_guard<std::recursive_mutex> lock(rt->mu);  // the weights' buffers go under the runtime's lock
+  // No lock: freeing buffers touches only the Context's thread-safe counters (a load that fails
+  // without the lock frees its half-made weights the same way), and no context uses the weights
+  // any more (each holds the model).
   w2.reset();
   w1.reset();
   verifier.reset();
