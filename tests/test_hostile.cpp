@@ -398,12 +398,16 @@ TEST_CASE("C API: vkspec_model_warnings names what the load went on without") {
               std::to_string(trained) + " tokens; output past it is unreliable\n");
     vkspec_model_destroy(m);
   }
+  // The demo with metadata key `key` set to V (one past the vocabulary), loaded: its warnings.
+  const auto load_with_v = [&](const std::string& key, vkspec_model** m) {
+    TempFile file("capi_" + key + ".gguf");
+    write_demo_with(file.path, [&](GgufWriter& w) { w.add_u32(key, V); });
+    REQUIRE_MESSAGE(load(file.path, 0, m) == VKSPEC_OK, vkspec_last_error(rt));
+    return std::string(vkspec_model_warnings(*m));
+  };
   {  // A padding id one past the vocabulary: ignored, the tokenizer kept.
-    TempFile file("capi_pad.gguf");
-    write_demo_with(file.path, [&](GgufWriter& w) { w.add_u32("tokenizer.ggml.padding_token_id", V); });
     vkspec_model* m = nullptr;
-    REQUIRE_MESSAGE(load(file.path, 0, &m) == VKSPEC_OK, vkspec_last_error(rt));
-    const std::string w = vkspec_model_warnings(m);
+    const std::string w = load_with_v("tokenizer.ggml.padding_token_id", &m);
     CHECK(w.find("'tokenizer.ggml.padding_token_id': token id " + std::to_string(V) + " is out of range") != std::string::npos);
     CHECK(std::count(w.begin(), w.end(), '\n') == 1);
     uint32_t ids[64], n = 0;
@@ -412,11 +416,8 @@ TEST_CASE("C API: vkspec_model_warnings names what the load went on without") {
     vkspec_model_destroy(m);
   }
   {  // A bos id past the vocabulary: no tokenizer, said at load and at every use of text.
-    TempFile file("capi_bos.gguf");
-    write_demo_with(file.path, [&](GgufWriter& w) { w.add_u32("tokenizer.ggml.bos_token_id", V); });
     vkspec_model* m = nullptr;
-    REQUIRE_MESSAGE(load(file.path, 0, &m) == VKSPEC_OK, vkspec_last_error(rt));
-    const std::string w = vkspec_model_warnings(m);
+    const std::string w = load_with_v("tokenizer.ggml.bos_token_id", &m);
     CHECK(w.find("'tokenizer.ggml.bos_token_id': token id " + std::to_string(V) + " is out of range") != std::string::npos);
     CHECK(w.find("prompt_text unavailable, give prompt_ids\n") != std::string::npos);
     uint32_t ids[64], n = 0;

@@ -1,9 +1,20 @@
-/* The C API tests' generation helpers: a generation's tokens, gathered poll by poll. Included
- * after capi_check.h by the test programs that poll. */
+/* The C API tests' shared helpers: the demo model's paths, and a generation's tokens gathered
+ * poll by poll. Included by the test programs that load the demo and poll. */
 #ifndef VKSPEC_TESTS_CAPI_POLL_H
 #define VKSPEC_TESTS_CAPI_POLL_H
 
 #include "capi_check.h"
+
+/* The demo's verifier and heads under SOURCE_DIR/models. */
+typedef struct DemoPaths {
+  char verifier[1200], head1[1200], head2[1200];
+} DemoPaths;
+
+static void demo_paths(const char* source_dir, DemoPaths* d) {
+  snprintf(d->verifier, sizeof d->verifier, "%s/models/verifier.gguf", source_dir);
+  snprintf(d->head1, sizeof d->head1, "%s/models/head1", source_dir);
+  snprintf(d->head2, sizeof d->head2, "%s/models/head2", source_dir);
+}
 
 typedef struct Tokens {
   uint32_t ids[512];

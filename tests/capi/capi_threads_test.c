@@ -148,10 +148,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: capi_threads_test SOURCE_DIR\n");
     return 2;
   }
-  char verifier[1200], head1[1200], head2[1200];
-  snprintf(verifier, sizeof verifier, "%s/models/verifier.gguf", argv[1]);
-  snprintf(head1, sizeof head1, "%s/models/head1", argv[1]);
-  snprintf(head2, sizeof head2, "%s/models/head2", argv[1]);
+  DemoPaths demo;
+  demo_paths(argv[1], &demo);
+  const char *verifier = demo.verifier, *head1 = demo.head1, *head2 = demo.head2;
   pthread_mutex_init(&g_probe.mu, NULL);
   pthread_cond_init(&g_probe.cv, NULL);
 
